@@ -1,0 +1,19 @@
+"""wgref reference model: bit-exact CPU model of Hopper (sm_90a) warpgroup MMA features.
+
+Pure CPU (numpy, ml_dtypes, numba); never imports cupy.
+"""
+
+from .errors import WgrefError, FormError, InputError, DTypeError, DeviceError
+from .formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spec
+from .fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
+                  unpack_x4, POLICIES)
+from .cvt import cvt, CVT_FORMS, parse_cvt
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "WgrefError", "FormError", "InputError", "DTypeError", "DeviceError",
+    "FormatSpec", "FORMATS", "E4M3", "E5M2", "F16", "BF16", "F32", "format_spec",
+    "encode", "decode", "round_to_format", "pack_x2", "unpack_x2", "pack_x4", "unpack_x4",
+    "POLICIES", "cvt", "CVT_FORMS", "parse_cvt",
+]
