@@ -1,0 +1,174 @@
+"""wgmma shared-memory matrix descriptors and the canonical no-swizzle K-major layout.
+
+Descriptor (64 bits, PTX ISA "Matrix Descriptor Format"; CUTLASS ``GmmaDescriptor``)::
+
+    bits 13:0   start address >> 4          (shared-window byte address)
+    bits 29:16  leading-dimension byte offset (LBO) >> 4
+    bits 45:32  stride-dimension byte offset  (SBO) >> 4
+    bits 51:49  matrix base offset              (only for the 128B/64B swizzles)
+    bits 63:62  swizzle mode: 0 none, 1 128B, 2 64B, 3 32B
+    all other bits reserved (zero)
+
+Canonical K-major layout without swizzle (CUTLASS ``make_gmma_desc<Major::K>``,
+INTERLEAVE: ``((8,m),2):((1,SBO),LBO)`` in 16-byte units).  The operand is an
+R x K matrix (A: R = 64 = M; B: R = N, i.e. B transposed) whose rows are K-contiguous.
+It is cut into *core matrices* of 8 rows x 16 bytes, each stored as 128
+contiguous bytes (row r of the core matrix at byte 16*r).  Then::
+
+    offset(row, kbyte) = (row // 8) * SBO + (kbyte // 16) * LBO + (row % 8) * 16 + kbyte % 16
+
+LBO is the step between K-adjacent core matrices, SBO the step between 8-row
+groups.  Every dense wgmma reads 32 bytes of K per row (tf32 K=8, f16/bf16 K=16,
+8-bit K=32), i.e. two core matrices along K.  The default packing puts the two
+K-halves of an 8-row group next to each other: LBO = 128, SBO = 256.
+
+Only swizzle mode 0 is built here; the field is kept so descriptors round-trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DTypeError, InputError
+
+SWIZZLE_NAMES = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
+CORE_ROWS = 8
+CORE_BYTES = 16  # bytes of one core-matrix row
+CORE_MATRIX_BYTES = CORE_ROWS * CORE_BYTES
+
+_ADDR_LIMIT = 1 << 18  # 14-bit field of 16-byte units
+_FIELD_MASK = (0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 << 62)
+
+
+def _check_offset(name: str, value: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise InputError(f"descriptor {name} must be an int, got {value!r}")
+    value = int(value)
+    if value < 0 or value >= _ADDR_LIMIT or value % 16:
+        raise InputError(f"descriptor {name} must be a multiple of 16 in 0..{_ADDR_LIMIT - 16}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class MatrixDescriptor:
+    """One wgmma shared-memory matrix descriptor, fields in bytes (not >> 4)."""
+
+    start_address: int = 0
+    lbo: int = 0
+    sbo: int = 0
+    base_offset: int = 0
+    swizzle: int = 0
+
+    def __post_init__(self) -> None:
+        _check_offset("start address", self.start_address)
+        _check_offset("leading-dimension byte offset (LBO)", self.lbo)
+        _check_offset("stride-dimension byte offset (SBO)", self.sbo)
+        if not isinstance(self.base_offset, (int, np.integer)) or not 0 <= int(self.base_offset) <= 7:
+            raise InputError(f"descriptor base offset must be an int in 0..7, got {self.base_offset!r}")
+        if not isinstance(self.swizzle, (int, np.integer)) or int(self.swizzle) not in SWIZZLE_NAMES:
+            raise InputError(f"descriptor swizzle mode must be 0 (none), 1 (128B), 2 (64B) or 3 (32B), "
+                             f"got {self.swizzle!r}")
+
+    def encode(self) -> int:
+        """The 64-bit descriptor as a Python int."""
+        return ((self.start_address >> 4)
+                | (self.lbo >> 4) << 16
+                | (self.sbo >> 4) << 32
+                | int(self.base_offset) << 49
+                | int(self.swizzle) << 62)
+
+    def __int__(self) -> int:
+        return self.encode()
+
+    @classmethod
+    def decode(cls, value: int) -> "MatrixDescriptor":
+        """Split a 64-bit descriptor into its fields; reserved bits must be zero."""
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise InputError(f"a descriptor must be an int, got {value!r}")
+        value = int(value)
+        if value < 0 or value >= 1 << 64:
+            raise InputError(f"a descriptor must fit in 64 unsigned bits, got {value:#x}")
+        if value & ~_FIELD_MASK:
+            raise InputError(f"descriptor {value:#018x} sets reserved bits {value & ~_FIELD_MASK:#x}; "
+                             f"reserved bits must be zero")
+        return cls(start_address=(value & 0x3FFF) << 4,
+                   lbo=((value >> 16) & 0x3FFF) << 4,
+                   sbo=((value >> 32) & 0x3FFF) << 4,
+                   base_offset=(value >> 49) & 0x7,
+                   swizzle=(value >> 62) & 0x3)
+
+    def with_start(self, start_address: int) -> "MatrixDescriptor":
+        """Same layout at another start address."""
+        return MatrixDescriptor(start_address, self.lbo, self.sbo, self.base_offset, self.swizzle)
+
+    def __str__(self) -> str:
+        return (f"MatrixDescriptor({self.encode():#018x}: start={self.start_address:#x} lbo={self.lbo} "
+                f"sbo={self.sbo} base_offset={self.base_offset} swizzle={SWIZZLE_NAMES[self.swizzle]})")
+
+
+def kmajor_offsets(rows: int, row_bytes: int, *, lbo: int, sbo: int) -> np.ndarray:
+    """(rows, row_bytes) array: byte offset of each byte of a K-major operand, no swizzle."""
+    if rows <= 0 or rows % CORE_ROWS:
+        raise InputError(f"a K-major operand needs a positive multiple of 8 rows, got {rows}")
+    if row_bytes <= 0 or row_bytes % CORE_BYTES:
+        raise InputError(f"a K-major operand row must be a positive multiple of 16 bytes, got {row_bytes}")
+    _check_offset("LBO", lbo)
+    _check_offset("SBO", sbo)
+    r = np.arange(rows)[:, None]
+    kb = np.arange(row_bytes)[None, :]
+    return (r // CORE_ROWS) * sbo + (kb // CORE_BYTES) * lbo + (r % CORE_ROWS) * CORE_BYTES + kb % CORE_BYTES
+
+
+def default_strides(row_bytes: int) -> tuple[int, int]:
+    """(LBO, SBO) of the dense packing: K-halves of an 8-row group adjacent."""
+    return CORE_MATRIX_BYTES, CORE_MATRIX_BYTES * (row_bytes // CORE_BYTES)
+
+
+def _as_bytes(mat: np.ndarray) -> np.ndarray:
+    mat = np.asarray(mat)
+    if mat.ndim != 2:
+        raise InputError(f"an operand tile must be 2-D (rows, K), got shape {mat.shape}")
+    if mat.dtype.itemsize not in (1, 2, 4) or mat.dtype.kind not in "fiuV":
+        raise DTypeError(f"operand elements must be 1, 2 or 4-byte numbers, got {mat.dtype.name}")
+    # little-endian bytes of each element, K-contiguous
+    return np.ascontiguousarray(mat).view(np.uint8).reshape(mat.shape[0], -1)
+
+
+def canonical_kmajor_image(mat: np.ndarray, *, lbo: int | None = None,
+                           sbo: int | None = None) -> tuple[np.ndarray, int, int]:
+    """Shared-memory image (uint8, no swizzle) of a K-major operand tile (rows, K).
+
+    Returns ``(image, lbo, sbo)``; the image starts at the descriptor's start
+    address and is as long as the highest byte used (rounded up to 16).  Gaps left
+    by non-dense strides are zero.
+    """
+    b = _as_bytes(mat)
+    rows, row_bytes = b.shape
+    dl, ds = default_strides(row_bytes) if row_bytes % CORE_BYTES == 0 else (16, 16)
+    lbo = dl if lbo is None else lbo
+    sbo = ds if sbo is None else sbo
+    off = kmajor_offsets(rows, row_bytes, lbo=lbo, sbo=sbo)
+    if np.unique(off).size != off.size:
+        raise InputError(f"LBO={lbo} and SBO={sbo} make core matrices of a {rows}x{row_bytes}-byte "
+                         f"operand overlap; strides must keep 128-byte core matrices apart")
+    size = int(off.max()) + 1
+    size = -(-size // 16) * 16
+    img = np.zeros(size, dtype=np.uint8)
+    img[off] = b
+    return img, int(lbo), int(sbo)
+
+
+def read_kmajor_image(image: np.ndarray, shape: tuple[int, int], dtype, *, lbo: int,
+                      sbo: int) -> np.ndarray:
+    """Inverse of :func:`canonical_kmajor_image`: the (rows, K) tile of ``dtype`` in an image."""
+    dtype = np.dtype(dtype)
+    rows, k = shape
+    row_bytes = k * dtype.itemsize
+    off = kmajor_offsets(rows, row_bytes, lbo=lbo, sbo=sbo)
+    image = np.asarray(image, dtype=np.uint8).ravel()
+    if off.max() >= image.size:
+        raise InputError(f"a {rows}x{k} {dtype.name} operand with LBO={lbo}, SBO={sbo} needs "
+                         f"{int(off.max()) + 1} bytes, the image has {image.size}")
+    return np.ascontiguousarray(image[off]).view(dtype).reshape(rows, k)

@@ -1,0 +1,145 @@
+"""Exhaustive sweeps: every float32 bit pattern through f32 -> FP8 conversion.
+
+The hardware side (gpu/record_cvt.py) runs ``cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32``
+with both operands equal to x, for x = 0 .. 2**32-1 in ascending bit-pattern order,
+and keeps the high byte of each result (the run also checks that both halves agree).
+The byte stream is hashed in chunks of 2**24 inputs::
+
+    chunk_digest[c] = sha256(out[c * 2**24 : (c + 1) * 2**24])
+    sweep_digest    = sha256(chunk_digest[0] || chunk_digest[1] || ... || chunk_digest[255])
+
+The chunk digests are stored too, so a mismatch is localised to 2**24 inputs.
+:func:`sweep_digests` recomputes the same digests from refmodel with the fast
+branch-free kernel :func:`encode_f32_fast` (the kernel :func:`refmodel.cvt.cvt` uses
+for float32 sources), in parallel, chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
+
+import numba
+import numpy as np
+
+from .errors import InputError
+from .formats import FormatSpec, format_spec
+
+CHUNK_BITS = 24
+CHUNK = 1 << CHUNK_BITS
+N_CHUNKS = 1 << (32 - CHUNK_BITS)
+
+SWEEP_FORMS = (
+    ("e4m3", False), ("e4m3", True), ("e5m2", False), ("e5m2", True),
+)
+
+
+def sweep_instr(fmt: str, relu: bool) -> str:
+    return f"cvt.rn.satfinite{'.relu' if relu else ''}.{fmt}x2.f32"
+
+
+@numba.njit(cache=True, inline="always")
+def _f32_rne(u, shift, bias_adj, min_normal_bits, qe, max_code, nan_code, overflow_code,
+             relu, sign_shift):
+    """Branch-free RNE of one float32 bit pattern (int64) to a narrower binary format.
+
+    RNE of an integer ``v`` by ``s`` bits is ``(v + 2**(s-1) - 1 + ((v >> s) & 1)) >> s``."""
+    a = u & 0x7FFFFFFF
+    neg = u >> 31
+    # normal range: re-bias the exponent, round the mantissa; a carry bumps the exponent
+    c_norm = (a - bias_adj + ((1 << (shift - 1)) - 1) + ((a >> shift) & 1)) >> shift
+    # subnormal range: significand * 2**e0 rounded to a multiple of 2**qe
+    e = a >> 23
+    sig = (a & 0x7FFFFF) | (0x800000 if e > 0 else 0)
+    e0 = (e if e > 0 else 1) - 150
+    s = qe - e0
+    s = 62 if s > 62 else s
+    c_sub = (sig + (1 << (s - 1)) - 1 + ((sig >> s) & 1)) >> s
+    c = c_sub if a < min_normal_bits else c_norm
+    c = overflow_code if c > max_code else c
+    c = c | (neg << sign_shift)
+    c = 0 if (relu and neg) else c
+    return nan_code if a > 0x7F800000 else c
+
+
+@numba.njit(cache=True, parallel=True)
+def _fast_kernel(bits, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
+                 overflow_code, relu, sign_shift):
+    for i in numba.prange(bits.size):
+        out[i] = _f32_rne(np.int64(bits[i]), shift, bias_adj, min_normal_bits, qe, max_code,
+                          nan_code, overflow_code, relu, sign_shift)
+
+
+@numba.njit(cache=True, parallel=True)
+def _fast_range_kernel(base, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
+                       overflow_code, relu, sign_shift):
+    for i in numba.prange(out.size):
+        out[i] = _f32_rne(base + i, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
+                          overflow_code, relu, sign_shift)
+
+
+def _fast_params(dst: FormatSpec, saturate: bool, relu: bool) -> tuple:
+    if dst.bits > 16 or dst.mbits >= 23 or dst.ebits > 8:
+        raise InputError(f"the fast float32 encoder targets formats narrower than f32, got {dst.name}")
+    shift = 23 - dst.mbits
+    bias_adj = (127 - dst.bias) << 23
+    min_normal_bits = (127 + dst.emin) << 23
+    special = dst.inf_code if dst.ieee_specials else dst.nan_code
+    overflow = dst.max_code if saturate else special
+    return (shift, bias_adj, min_normal_bits, dst.emin - dst.mbits, dst.max_code, dst.nan_code,
+            overflow, bool(relu), dst.bits - 1)
+
+
+def encode_f32_fast(bits: np.ndarray, fmt: str | FormatSpec, *, saturate: bool = True,
+                    relu: bool = False) -> np.ndarray:
+    """RNE of float32 bit patterns (uint32 array) to ``fmt`` codes; same results as
+    :func:`refmodel.fp8.round_to_format` (tested), several times faster."""
+    dst = format_spec(fmt)
+    b = np.ascontiguousarray(bits, dtype=np.uint32).reshape(-1)
+    out = np.empty(b.size, dtype=np.uint8 if dst.bits == 8 else np.uint16)
+    _fast_kernel(b, out, *_fast_params(dst, saturate, relu))
+    return out.reshape(np.shape(bits))
+
+
+def sweep_chunk(fmt: str, relu: bool, chunk: int, out: np.ndarray | None = None, *,
+                saturate: bool = True) -> np.ndarray:
+    """refmodel's output bytes for inputs chunk*2**24 .. (chunk+1)*2**24 - 1."""
+    dst = format_spec(fmt)
+    if out is None:
+        out = np.empty(CHUNK, dtype=np.uint8)
+    _fast_range_kernel(np.int64(chunk) << CHUNK_BITS, out, *_fast_params(dst, saturate, relu))
+    return out
+
+
+def sweep_digests(fmt: str, relu: bool, chunks: Iterable[int] | None = None,
+                  workers: int = 2, *, saturate: bool = True) -> tuple[list[str], str | None]:
+    """(chunk digests, total digest) of refmodel's sweep (``saturate=False``: the
+    nosat policy).  The total is None unless all 256 chunks were computed."""
+    idx = list(range(N_CHUNKS)) if chunks is None else list(chunks)
+    digests: dict[int, str] = {}
+    bufs = [np.empty(CHUNK, dtype=np.uint8) for _ in range(workers + 1)]
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        pending = []
+        for n, c in enumerate(idx):
+            buf = bufs[n % len(bufs)]
+            if len(pending) >= len(bufs) - 1:
+                c0, fut = pending.pop(0)
+                digests[c0] = fut.result()
+            sweep_chunk(fmt, relu, c, buf, saturate=saturate)
+            pending.append((c, ex.submit(lambda b: hashlib.sha256(b).hexdigest(), buf)))
+        for c0, fut in pending:
+            digests[c0] = fut.result()
+    ordered = [digests[c] for c in idx]
+    total = None
+    if chunks is None:
+        total = combine_digests(ordered)
+    return ordered, total
+
+
+def combine_digests(chunk_digests: list[str]) -> str:
+    """sha256 over the concatenated binary chunk digests."""
+    h = hashlib.sha256()
+    for d in chunk_digests:
+        h.update(bytes.fromhex(d))
+    return h.hexdigest()
