@@ -34,7 +34,7 @@ def boundary_f32(fmt: str) -> np.ndarray:
     """Every float32 near the edges of ``fmt``: max, overflow threshold, min normal,
     min subnormal, half of it; 64 float32 ulps either side, both signs."""
     spec = format_spec(fmt)
-    pts = [spec.max, spec.max * (1 + 2.0 ** -(spec.mbits + 1)), spec.smallest_normal,
+    pts = [spec.max, spec.max + 2.0 ** (spec.emax - spec.mbits - 1), spec.smallest_normal,
            spec.smallest_subnormal, spec.smallest_subnormal / 2, 1.0]
     out = []
     for p in pts:

@@ -1,0 +1,260 @@
+"""The ``wgref`` command line.
+
+Exit codes: 0 success / all match, 1 mismatch, 2 usage or environment error.
+Bad input gets one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from .errors import WgrefError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+class UsageError(WgrefError, ValueError):
+    pass
+
+
+def command(name):
+    def deco(fn):
+        COMMANDS[name] = fn
+        return fn
+    return deco
+
+
+# ----------------------------------------------------------------------------- cvt
+
+_SRC_DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64}
+
+
+def _parse_value(text: str, src: str) -> np.ndarray:
+    import ml_dtypes
+
+    dtypes = dict(_SRC_DTYPES, bf16=ml_dtypes.bfloat16)
+    if src not in dtypes:
+        raise UsageError(f"--from must be one of {', '.join(dtypes)}, got {src!r}")
+    dt = np.dtype(dtypes[src])
+    t = text.strip().lower()
+    if t.startswith(("0x", "-0x")) and "p" not in t:
+        try:
+            bits = int(t, 16)
+        except ValueError:
+            raise UsageError(f"cannot parse {text!r} as hex bits") from None
+        if bits < 0 or bits >= 1 << (8 * dt.itemsize):
+            raise UsageError(f"{text!r} does not fit in the {8 * dt.itemsize} bits of {src}")
+        utype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+        return np.array(bits, dtype=utype).view(dt)
+    try:
+        v = float.fromhex(t) if "p" in t else float(t)
+    except ValueError:
+        raise UsageError(f"cannot parse {text!r} as a number (decimal, hex float like 0x1.8p3, "
+                         "inf, nan, or 0x-prefixed bit pattern)") from None
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.array(v, dtype=dt)
+
+
+@command("cvt")
+def cmd_cvt(args) -> int:
+    from .formats import fp8_spec
+    from .fp8 import decode, encode
+
+    spec = fp8_spec(args.to)
+    x = _parse_value(args.value, args.src)
+    code = int(encode(x, spec, args.policy))
+    val = float(decode(np.uint8(code), spec))
+    xv = float(x.astype(np.float64))
+    if np.isnan(xv) or np.isnan(val):
+        direction = "nan"
+    elif val == xv:
+        direction = "exact"
+    else:
+        direction = "up (toward +inf)" if val > xv else "down (toward -inf)"
+    mag = code & 0x7F
+    saturated = (args.policy != "nosat" and not np.isnan(xv)
+                 and (abs(xv) > spec.max or np.isinf(xv)) and mag == spec.max_code)
+    relu_zeroed = args.policy == "relu" and (np.signbit(xv) and not np.isnan(xv)) and xv != 0
+    sign, e, m = code >> 7, (code >> spec.mbits) & ((1 << spec.ebits) - 1), code & ((1 << spec.mbits) - 1)
+    info = {
+        "input": args.value, "from": args.src, "input_value": repr(xv),
+        "format": spec.name, "policy": args.policy, "code": f"0x{code:02X}",
+        "binary": f"{sign}.{e:0{spec.ebits}b}.{m:0{spec.mbits}b}", "value": repr(val),
+        "rounding": direction, "saturated": bool(saturated), "relu_zeroed": bool(relu_zeroed),
+    }
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"{args.src} {xv!r} -> {spec.name} ({args.policy}) code {info['code']} "
+              f"= {info['binary']} (sign.exponent.mantissa)")
+        print(f"value {val!r}; rounded {direction}; saturated: {'yes' if saturated else 'no'}"
+              + ("; negative input zeroed by relu" if relu_zeroed else ""))
+    return 0
+
+
+# ----------------------------------------------------------------------------- formats
+
+def format_table(fmt: str) -> list[dict]:
+    """One row per code of an FP8 format: code, bits, class, value."""
+    from .formats import decode_scalar, fp8_spec
+
+    spec = fp8_spec(fmt)
+    rows = []
+    for c in range(256):
+        s, e, m = c >> 7, (c >> spec.mbits) & ((1 << spec.ebits) - 1), c & ((1 << spec.mbits) - 1)
+        v = decode_scalar(c, spec)
+        if spec.is_nan_code(c):
+            cls = "nan"
+        elif np.isinf(v):
+            cls = "inf"
+        elif v == 0:
+            cls = "zero"
+        elif e == 0:
+            cls = "subnormal"
+        else:
+            cls = "max" if (c & 0x7F) == spec.max_code else "normal"
+        rows.append({"code": f"0x{c:02X}", "bits": f"{s}.{e:0{spec.ebits}b}.{m:0{spec.mbits}b}",
+                     "class": cls, "value": v})
+    return rows
+
+
+@command("formats")
+def cmd_formats(args) -> int:
+    rows = format_table(args.fmt)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'code':<6}{'s.exp.man':<12}{'class':<11}value")
+    for r in rows:
+        print(f"{r['code']:<6}{r['bits']:<12}{r['class']:<11}{r['value']!r}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- quantize
+
+@command("quantize")
+def cmd_quantize(args) -> int:
+    from . import scaling
+
+    try:
+        x = np.load(args.input, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {args.input}: {e}") from None
+    if not isinstance(x, np.ndarray):
+        raise UsageError(f"{args.input} must hold one array (.npy), not an archive")
+    codes, scales = scaling.quantize(x, args.fmt, args.granularity, scale_format=args.scale_format)
+    np.savez_compressed(args.output, codes=codes, scales=scales,
+                        fmt=np.array(args.fmt), granularity=np.array(args.granularity),
+                        scale_format=np.array(args.scale_format))
+    deq = scaling.dequantize(codes, scales, args.fmt, args.granularity, scale_format=args.scale_format)
+    xf = x.astype(np.float64)
+    finite = np.isfinite(xf)
+    err = np.abs(deq.astype(np.float64) - xf)[finite]
+    rel = float(np.linalg.norm(err) / max(np.linalg.norm(xf[finite]), 1e-300)) if err.size else 0.0
+    msg = {"output": args.output, "shape": list(x.shape), "scales_shape": list(np.shape(scales)),
+           "relative_error": rel}
+    print(json.dumps(msg) if args.json else
+          f"wrote {args.output}: codes {x.shape} uint8, scales {np.shape(scales)}; "
+          f"round-trip relative error {rel:.3e}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- verify
+
+@command("verify")
+def cmd_verify(args) -> int:
+    from .replay import verify_all
+
+    rows, worst = [], 0
+    t0 = time.time()
+    for feature, entry, res in verify_all(args.fixtures, full=args.full, features=args.feature):
+        prov = entry.get("provenance", {})
+        recorded = f"{prov.get('device', '?')} {str(prov.get('date', '?'))[:10]}"
+        if isinstance(res, Exception):
+            rows.append({"feature": feature, "fixture": entry["file"], "cases": 0, "mismatches": None,
+                         "error": f"{res.__class__.__name__}: {res}", "recorded": recorded})
+            worst = max(worst, 1)
+            continue
+        rows.append({"feature": feature, "fixture": entry["file"], "cases": res.cases,
+                     "mismatches": res.mismatches, "details": res.details, "recorded": recorded})
+        if res.mismatches:
+            worst = 1
+    if not rows:
+        print("wgref: error: no fixtures found", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"rows": rows, "seconds": round(time.time() - t0, 2), "ok": worst == 0}))
+        return worst
+    print(f"{'feature':<9}{'fixture':<32}{'cases':>14}{'mismatches':>12}  recorded on")
+    for r in rows:
+        mm = "ERROR" if r["mismatches"] is None else r["mismatches"]
+        print(f"{r['feature']:<9}{r['fixture']:<32}{r['cases']:>14}{mm:>12}  {r['recorded']}")
+        for d in r.get("details", [])[:3]:
+            print(f"    {d}")
+        if "error" in r:
+            print(f"    {r['error']}")
+    total = sum(r["cases"] for r in rows)
+    bad = sum(r["mismatches"] or 0 for r in rows)
+    print(f"{len(rows)} fixtures, {total} hardware outputs, {bad} mismatches"
+          f"{'' if args.full else ' (quick: sweeps checked on a subset; --full for all 2^32)'}"
+          f" in {time.time() - t0:.1f}s")
+    return worst
+
+
+# ----------------------------------------------------------------------------- main
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wgref", description="Bit-exact reference model of Hopper "
+                                "warpgroup MMA features, verified against the H200.")
+    sub = p.add_subparsers(dest="cmd", metavar="command")
+    sub.required = True
+
+    c = sub.add_parser("cvt", help="convert one value to FP8 and explain the result")
+    c.add_argument("value", help="decimal, hex float (0x1.8p3), inf, nan, or 0x-prefixed bit pattern")
+    c.add_argument("--to", required=True, choices=["e4m3", "e5m2"])
+    c.add_argument("--policy", default="satfinite", choices=["satfinite", "nosat", "relu"])
+    c.add_argument("--from", dest="src", default="f32", help="source format: f32 (default), f16, bf16, f64")
+    c.add_argument("--json", action="store_true")
+
+    f = sub.add_parser("formats", help="table of all 256 codes of an FP8 format")
+    f.add_argument("fmt", choices=["e4m3", "e5m2"])
+    f.add_argument("--json", action="store_true")
+
+    q = sub.add_parser("quantize", help="quantize a .npy array to FP8 with a scaling recipe")
+    q.add_argument("input")
+    q.add_argument("--fmt", required=True, choices=["e4m3", "e5m2"])
+    q.add_argument("--granularity", default="tensor", help="tensor, row, col, or a tile RxC such as 1x128")
+    q.add_argument("--scale-format", default="f32", choices=["f32", "e8m0"])
+    q.add_argument("-o", "--output", required=True)
+    q.add_argument("--json", action="store_true")
+
+    v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
+    v.add_argument("--full", action="store_true", help="recompute the 2^32 sweeps completely")
+    v.add_argument("--feature", action="append", help="only this feature (repeatable)")
+    v.add_argument("--fixtures", default=None, help="fixtures directory (default: the package's)")
+    v.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args)
+    except WgrefError as e:
+        print(f"wgref: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The wgref command line: outputs, exit codes, one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from refmodel.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cvt_reports_code_rounding_and_saturation(capsys):
+    rc, out, _ = run(capsys, "cvt", "450", "--to", "e4m3", "--json")
+    info = json.loads(out)
+    assert rc == 0 and info["code"] == "0x7E" and info["saturated"] and info["value"] == "448.0"
+    rc, out, _ = run(capsys, "cvt", "0x3f900000", "--to", "e5m2", "--json")  # 1.125 -> tie -> 1.0
+    info = json.loads(out)
+    assert info["code"] == "0x3C" and info["rounding"].startswith("down")
+    rc, out, _ = run(capsys, "cvt", "1e6", "--to", "e5m2", "--policy", "nosat")
+    assert "0x7C" in out
+
+
+def test_cvt_float64_source_single_rounding(capsys):
+    rc, out, _ = run(capsys, "cvt", "0x1.1000000001p0", "--to", "e4m3", "--from", "f64", "--json")
+    assert json.loads(out)["code"] == "0x39"
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["cvt", "abc", "--to", "e4m3"], "cannot parse"),
+    (["cvt", "1", "--to", "e4m3", "--from", "f8"], "--from must be one of"),
+    (["cvt", "0x1ffffffff", "--to", "e4m3"], "does not fit"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, msg):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and msg in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unknown_format_is_usage_error():
+    r = subprocess.run([sys.executable, "-m", "refmodel.cli", "cvt", "1", "--to", "e3m4"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_formats_table(capsys):
+    rc, out, _ = run(capsys, "formats", "e4m3", "--json")
+    rows = json.loads(out)
+    assert len(rows) == 256 and rows[0x7E]["value"] == 448.0 and rows[0x7F]["class"] == "nan"
+    rc, out, _ = run(capsys, "formats", "e5m2", "--json")
+    rows = json.loads(out)
+    assert rows[0x7C]["class"] == "inf" and rows[0x7B]["value"] == 57344.0
+
+
+def test_verify_without_fixtures_is_usage_error(capsys, tmp_path):
+    rc, out, err = run(capsys, "verify", "--fixtures", str(tmp_path))
+    assert rc == 2 and "no fixtures" in err
