@@ -1,0 +1,542 @@
+"""Accumulator numerics of dense wgmma: one fused, truncated dot product per instruction.
+
+The model (a lead from public work: MMA-Sim's ``t_fdpa`` and Khattak & Mikaitis,
+"Accurate models of NVIDIA tensor cores"; the H200 decides).  For one output
+element ``d = sum_k a_k * b_k + c`` of one instruction:
+
+1. every product is exact and *not renormalised*: significands ``s`` in [1, 2)
+   (a subnormal keeps its format's minimum exponent and ``s < 1``) are multiplied,
+   ``s_p = s_a * s_b`` in [0, 4), with exponent ``e_p = e_a + e_b``;
+2. ``c`` is one more term of the same sum (``s_c`` in [1, 2), its own exponent);
+   a zero term (zero product or zero ``c``) gets the fixed exponent ``e_zero``;
+3. every term is aligned to ``e_max`` = the largest term exponent and truncated
+   toward zero to ``F`` fraction bits: ``t = trunc(s * 2**(e - e_max + F))``, an integer;
+4. the integers are summed exactly, and ``sum * 2**(e_max - F)`` is normalised and
+   rounded once to the accumulator format (RZ to f32, RZ to 13 mantissa bits
+   "e8m13" for FP8 inputs, RNE to f16).  A zero result is +0.
+
+Special values: a NaN input, Inf*0, or +Inf and -Inf among the terms give the
+canonical NaN (0x7FFFFFFF / 0x7FFF); otherwise an Inf term gives that signed Inf.
+
+Worked example (e4m3 inputs, f32 accumulator, F = 13): ``a = (1.0, 2**-14)``,
+``b = (1.0, 1.0)``, ``c = 0``.  Terms: 1.0 (e=0), 2**-14 (e=-14), and c with
+e_zero = -133.  e_max = 0; the small product becomes trunc(2**-14 * 2**13) = 0, so
+d = 1.0 exactly although 1 + 2**-14 is representable in f32.
+
+Every tunable number lives in :data:`BINDING` (one row per family and accumulator):
+a hardware finding is a one-line change there.  :func:`fdpa` is the readable float64
+formula; :func:`fdpa_chain` is the numba kernel the public API runs; the tests hold
+them bit-identical.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional, Union
+
+import numba
+import numpy as np
+
+from .errors import InputError
+from .formats import F16, F32, TF32, FormatSpec, format_spec
+from .wgmma_forms import WgmmaForm
+
+# ----------------------------------------------------------------------------- binding
+
+
+@dataclass(frozen=True)
+class AccumParams:
+    """Numerics of one (input family, accumulator) pair of floating-point wgmma.
+
+    ``F``: fraction bits every aligned term keeps (truncated toward zero).
+    ``e_zero``: exponent a zero term takes part in ``e_max`` with.
+    ``acc``: accumulator format of C and D, ``"f32"`` or ``"f16"``.
+    ``round_mbits``: mantissa bits of the final rounding (23 = f32, 13 = "e8m13",
+    10 = f16); the result is stored in ``acc`` with the low bits zero.
+    ``rounding``: ``"rz"`` (truncate) or ``"rne"`` (nearest, ties to even).
+    ``overflow``: result past the largest finite value: ``"inf"`` or ``"satfinite"``
+    (the largest finite value of the rounding format, with the sign).
+    ``k_group``: terms fused per rounding; None = the instruction's whole K.
+    ``tf32_ignored_bits``: low bits of a tf32 operand's f32 container the tensor core
+    ignores (13 leaves the 19-bit tf32 value).
+    """
+
+    F: int
+    e_zero: int
+    acc: str
+    round_mbits: int
+    rounding: str
+    overflow: str = "inf"
+    k_group: Optional[int] = None
+    tf32_ignored_bits: int = 13
+
+    def __post_init__(self):
+        if self.acc not in ("f32", "f16"):
+            raise InputError(f"acc must be 'f32' or 'f16', got {self.acc!r}")
+        if self.rounding not in ("rz", "rne"):
+            raise InputError(f"rounding must be 'rz' or 'rne', got {self.rounding!r}")
+        if self.overflow not in ("inf", "satfinite"):
+            raise InputError(f"overflow must be 'inf' or 'satfinite', got {self.overflow!r}")
+        if not 0 < self.round_mbits <= self.acc_spec.mbits:
+            raise InputError(f"round_mbits must be in 1..{self.acc_spec.mbits} for {self.acc}, "
+                             f"got {self.round_mbits}")
+        if not 1 <= self.F <= 29:
+            raise InputError(f"F must be in 1..29 (terms are 32-bit integers), got {self.F}")
+        if not 0 <= self.tf32_ignored_bits <= 16:
+            raise InputError(f"tf32_ignored_bits must be in 0..16, got {self.tf32_ignored_bits}")
+
+    @property
+    def acc_spec(self) -> FormatSpec:
+        return format_spec(self.acc)
+
+    @property
+    def nan_bits(self) -> int:
+        return self.acc_spec.nan_code
+
+
+@dataclass(frozen=True)
+class IntAccumParams:
+    """Numerics of integer wgmma (s8/u8 inputs, s32 accumulator): the exact dot product
+    plus C, then ``wrap`` (two's complement, mod 2**32) or ``clamp`` (to int32)."""
+
+    overflow_plain: str = "wrap"       # no .satfinite
+    overflow_satfinite: str = "clamp"  # .satfinite
+    k_group: Optional[int] = None
+
+    def __post_init__(self):
+        for name in ("overflow_plain", "overflow_satfinite"):
+            v = getattr(self, name)
+            if v not in ("wrap", "clamp"):
+                raise InputError(f"{name} must be 'wrap' or 'clamp', got {v!r}")
+
+
+#: (family, accumulator) -> numerics.  Leads: MMA-Sim (Hopper wgmma), Khattak & Mikaitis.
+BINDING: dict[tuple[str, str], Union[AccumParams, IntAccumParams]] = {
+    ("tf32", "f32"): AccumParams(F=25, e_zero=-133, acc="f32", round_mbits=23, rounding="rz"),
+    ("f16", "f32"): AccumParams(F=25, e_zero=-133, acc="f32", round_mbits=23, rounding="rz"),
+    ("f16", "f16"): AccumParams(F=25, e_zero=-21, acc="f16", round_mbits=10, rounding="rne"),
+    ("bf16", "f32"): AccumParams(F=25, e_zero=-133, acc="f32", round_mbits=23, rounding="rz"),
+    ("fp8", "f32"): AccumParams(F=13, e_zero=-133, acc="f32", round_mbits=13, rounding="rz"),
+    ("fp8", "f16"): AccumParams(F=13, e_zero=-21, acc="f16", round_mbits=10, rounding="rne"),
+    ("int8", "s32"): IntAccumParams(),
+}
+
+
+def params_for(form: WgmmaForm) -> Union[AccumParams, IntAccumParams]:
+    """The :data:`BINDING` row of a wgmma form (change it with ``dataclasses.replace``)."""
+    return BINDING[(form.family, form.dtype_d)]
+
+
+def with_params(p: AccumParams, **changes) -> AccumParams:
+    """A copy of ``p`` with some fields changed (validated), e.g. ``with_params(p, F=14)``."""
+    return replace(p, **changes)
+
+
+def tf32_spec(ignored_bits: int = 13) -> FormatSpec:
+    """Format of a tf32 operand once ``ignored_bits`` low bits of its f32 container are
+    dropped: 8 exponent bits and ``23 - ignored_bits`` mantissa bits."""
+    if ignored_bits == 13:
+        return TF32
+    m = 23 - ignored_bits
+    return FormatSpec(f"tf32m{m}", 8, m, True, (1 << (8 + m)) - 1)
+
+
+# ----------------------------------------------------------------------------- readable formula
+
+
+def significand_exponent(x: np.ndarray, emin: int) -> tuple[np.ndarray, np.ndarray]:
+    """(s, e) with x = s * 2**e, 1 <= |s| < 2 for normal x, and e = emin, |s| < 1 for
+    values below 2**emin (subnormals of a format whose smallest normal exponent is emin).
+    Zero gives (0, emin); only finite x are meaningful."""
+    x = np.asarray(x, dtype=np.float64)
+    m, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
+    e = e.astype(np.int64) - 1
+    s = 2.0 * m
+    low = e < emin
+    s = np.where(low, np.ldexp(s, np.where(low, e - emin, 0)), s)
+    e = np.where(low, emin, e)
+    return s, e
+
+
+def round_result(v: np.ndarray, p: AccumParams) -> np.ndarray:
+    """Round exact float64 values once to the accumulator (float32 or float16 array):
+    ``round_mbits`` mantissa bits, RZ or RNE, subnormals kept, overflow per ``p.overflow``,
+    zero results +0.  NaN inputs give the canonical NaN."""
+    spec = p.acc_spec
+    m = p.round_mbits
+    v = np.asarray(v, dtype=np.float64)
+    mag = np.abs(v)
+    finite = np.isfinite(v)
+    safe = np.where(finite & (mag > 0), mag, 1.0)
+    _, ex = np.frexp(safe)
+    top = np.maximum(ex.astype(np.int64) - 1, spec.emin)  # exponent of the result's unit bit
+    q = np.ldexp(safe, m - top)  # exact: a power-of-two scaling
+    r = np.trunc(q) if p.rounding == "rz" else np.rint(q)  # np.rint: ties to even
+    res = np.ldexp(r, top - m)
+    largest = (2.0 - 2.0 ** -m) * 2.0 ** spec.emax
+    over = res > largest
+    res = np.where(over, largest if p.overflow == "satfinite" else np.inf, res)
+    res = np.where(mag > 0, res, 0.0)
+    res = np.where(np.isinf(v), np.inf, res)
+    res = np.where((v < 0) & (res > 0), -res, res)  # copy the sign; zero stays +0
+    out = res.astype(np.float32 if p.acc == "f32" else np.float16)
+    ubits = out.view(np.uint32 if p.acc == "f32" else np.uint16)
+    ubits[np.isnan(v)] = p.nan_bits
+    return out
+
+
+def fdpa(a, b, c, p: AccumParams, fmt_a: Union[str, FormatSpec],
+         fmt_b: Union[str, FormatSpec]) -> np.ndarray:
+    """Fused dot product with truncated alignment: ``d = sum_k a_k b_k + c`` of one
+    wgmma, readable float64 formula (slow reference of :func:`fdpa_chain`).
+
+    ``a``, ``b``: exact values (any float dtype) of shape (..., K) in formats ``fmt_a``,
+    ``fmt_b`` (their smallest normal exponents place the subnormals); ``c``: values of
+    shape (...) in the accumulator format.  Returns a float32/float16 array (...).
+    Every step is exact in float64: significands have at most 24 bits, scalings are
+    by powers of two within float64 range, and the integer terms sum below 2**53.
+    """
+    fa, fb, fc = format_spec(fmt_a), format_spec(fmt_b), p.acc_spec
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # special values: float64 IEEE arithmetic of the exact terms has the rule built in
+        # (NaN from NaN, Inf*0, Inf-Inf; otherwise the signed Inf).  No finite overflow:
+        # every finite term is below 2**260.
+        special = np.sum(a * b, axis=-1) + c
+    bad = ~np.isfinite(special)
+    fin = lambda x: np.where(np.isfinite(x), x, 0.0)  # noqa: E731
+    sa, ea = significand_exponent(fin(a), fa.emin)
+    sb, eb = significand_exponent(fin(b), fb.emin)
+    sc, ec = significand_exponent(fin(c), fc.emin)
+    s = np.concatenate([sa * sb, sc[..., None]], axis=-1)  # exact products, not renormalised
+    e = np.concatenate([ea + eb, ec[..., None]], axis=-1)
+    e = np.where(s == 0, p.e_zero, e)
+    e_max = e.max(axis=-1, keepdims=True)
+    terms = np.trunc(np.ldexp(s, e - e_max + p.F))  # integers, |t| < 2**(F+2)
+    total = terms.sum(axis=-1)
+    out = round_result(np.ldexp(total, e_max[..., 0] - p.F), p)
+    out[bad] = special[bad]
+    u = out.view(np.uint32 if p.acc == "f32" else np.uint16)
+    u[np.isnan(special)] = p.nan_bits
+    return out
+
+
+# ----------------------------------------------------------------------------- operand decoding
+
+CLS_FINITE, CLS_ZERO, CLS_PINF, CLS_NINF, CLS_NAN = 0, 1, 2, 3, 4
+BIG = 1 << 20  # exponent placeholder of zero / special operands: never the maximum
+
+
+@dataclass
+class Decoded:
+    """An operand as the kernels read it: signed integer significand ``sig`` (value =
+    sig * 2**(exp - mbits)), ``exp`` (-BIG for zero and special values), ``cls`` (CLS_*),
+    and per block of ``kblk`` terms along K, whether any element is zero / special."""
+
+    sig: np.ndarray
+    exp: np.ndarray
+    cls: np.ndarray
+    mbits: int
+    any_zero: np.ndarray
+    any_special: np.ndarray
+
+
+def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int, k_axis: int) -> Decoded:
+    """Decode integer codes of ``spec`` (e4m3, e5m2, f16, bf16, tf32) for the kernels.
+
+    ``k_axis``: the axis along K (-1 for A rows, -2 for B); the block flags reduce
+    ``kblk`` consecutive elements of it.
+    """
+    c = np.asarray(codes).astype(np.int64)
+    sign = (c >> (spec.ebits + spec.mbits)) & 1
+    E = (c >> spec.mbits) & ((1 << spec.ebits) - 1)
+    M = c & ((1 << spec.mbits) - 1)
+    allones = E == (1 << spec.ebits) - 1
+    if spec.ieee_specials:
+        nan = allones & (M != 0)
+        inf = allones & (M == 0)
+    else:
+        nan = allones & (M == (1 << spec.mbits) - 1)
+        inf = np.zeros_like(nan)
+    sig = np.where(E > 0, M | (1 << spec.mbits), M)
+    exp = np.where(E > 0, E - spec.bias, spec.emin)
+    zero = (sig == 0) & ~nan & ~inf
+    cls = np.full(c.shape, CLS_FINITE, dtype=np.int8)
+    cls[zero] = CLS_ZERO
+    cls[inf & (sign == 0)] = CLS_PINF
+    cls[inf & (sign == 1)] = CLS_NINF
+    cls[nan] = CLS_NAN
+    dead = zero | nan | inf
+    sig = np.where(dead, 0, np.where(sign == 1, -sig, sig)).astype(np.int32)
+    exp = np.where(dead, -BIG, exp).astype(np.int32)
+    ax = k_axis % c.ndim
+    K = c.shape[ax]
+    blocks = np.moveaxis(cls, ax, -1).reshape(c.shape[:ax] + c.shape[ax + 1:] + (K // kblk, kblk))
+    any_zero = np.moveaxis((blocks == CLS_ZERO).any(-1), -1, ax)
+    any_special = np.moveaxis((blocks >= CLS_PINF).any(-1), -1, ax)
+    return Decoded(np.ascontiguousarray(sig), np.ascontiguousarray(exp), np.ascontiguousarray(cls),
+                   spec.mbits, np.ascontiguousarray(any_zero), np.ascontiguousarray(any_special))
+
+
+# ----------------------------------------------------------------------------- numba kernel
+
+
+@numba.njit(cache=True, inline="always")
+def _bitlen(mag):
+    """Bits of a positive integer below 2**53 (frexp of its exact float64)."""
+    return math.frexp(float(mag))[1]
+
+
+@numba.njit(cache=True)
+def _round_bits(S, e0, de, dm, pad, rz, sat):
+    """Bits (accumulator layout: ``de`` exponent bits, ``dm + pad`` mantissa bits) of the
+    integer S times 2**e0 rounded to ``dm`` mantissa bits, RZ or RNE, subnormals kept.
+    Overflow: largest finite (``sat``) or Inf.  A zero result is +0."""
+    if S == 0:
+        return 0
+    neg = S < 0
+    mag = -S if neg else S
+    lg = e0 + _bitlen(mag) - 1  # exponent of the leading bit
+    demin = 2 - (1 << (de - 1))
+    top = lg if lg > demin else demin
+    shift = top - dm - e0  # bits of mag below the result's last place
+    if shift <= 0:
+        r = mag << (-shift)
+    elif shift > 62:
+        r = 0
+    else:
+        r = mag >> shift
+        if not rz:
+            rem = mag & ((np.int64(1) << shift) - 1)
+            half = np.int64(1) << (shift - 1)
+            if rem > half or (rem == half and (r & 1) == 1):
+                r += 1
+    if r == 0:
+        return 0
+    code = ((top - demin) << dm) + r  # a carry out of r bumps the exponent
+    maxc = (((1 << de) - 2) << dm) | ((1 << dm) - 1)
+    if code > maxc:
+        code = maxc if sat else ((1 << de) - 1) << dm
+    bits = code << pad
+    if neg:
+        bits |= np.int64(1) << (de + dm + pad)
+    return bits
+
+
+@numba.njit(cache=True)
+def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_cls, nan_bits, inf_bits, sign_bit):
+    """NaN / signed Inf of element (r, j) for one block that holds a special value."""
+    nan = False
+    pinf = False
+    ninf = False
+    for k in range(k0, k1):
+        ca = CA[r, k]
+        cb = CB[nb, k, j]
+        if ca == 4 or cb == 4:
+            nan = True
+        elif ca >= 2 or cb >= 2:
+            if ca == 1 or cb == 1:
+                nan = True  # Inf * 0
+            else:
+                na = ca == 3 or (ca == 0 and SA[r, k] < 0)
+                nbn = cb == 3 or (cb == 0 and SB[nb, k, j] < 0)
+                if na != nbn:
+                    ninf = True
+                else:
+                    pinf = True
+    if c_cls == 4:
+        nan = True
+    elif c_cls == 2:
+        pinf = True
+    elif c_cls == 3:
+        ninf = True
+    if nan or (pinf and ninf):
+        return nan_bits
+    if ninf:
+        return inf_bits | sign_bit
+    return inf_bits
+
+
+@numba.njit(cache=True, parallel=True)
+def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, rows_per_b, kblk, blk0, nblk,
+                  cbits, out, scratch, F, Lp, Ln, e_zero, acc_e, acc_m, rnd_m, rz, sat,
+                  nan_bits):
+    """``nblk`` chained fused dot products of ``kblk`` terms, blocks blk0.. of K.
+
+    SA/EA/CA (R, K): A significands, exponents, classes; AZ/AS (R, K/kblk) block flags;
+    SB/EB/CB (NB, K, N), BZ/BS (NB, K/kblk, N) likewise for B; row r uses B[r // rows_per_b].
+    cbits (R, N): C as accumulator bits; out (R, N) receives D's bits.
+    scratch (R, N): int32 or int64 sum buffers (int32 when the sum provably fits).
+    Lp / Ln: left / right shift that turns a product significand into F fraction bits.
+    """
+    R = SA.shape[0]
+    N = SB.shape[2]
+    bias = (1 << (acc_e - 1)) - 1
+    pad = acc_m - rnd_m
+    inf_bits = ((1 << acc_e) - 1) << acc_m
+    sign_bit = np.int64(1) << (acc_e + acc_m)
+    sh_c = F - acc_m
+    for r in numba.prange(R):
+        nb = r // rows_per_b
+        acc = scratch[r]
+        cur = out[r]
+        emax = np.empty(N, np.int32)
+        sc = np.empty(N, np.int64)
+        ec = np.empty(N, np.int32)
+        ccls = np.empty(N, np.int8)
+        for j in range(N):
+            cur[j] = cbits[r, j]
+        for bi in range(nblk):
+            blk = blk0 + bi
+            k0 = blk * kblk
+            k1 = k0 + kblk
+            az = AZ[r, blk]
+            asp = AS[r, blk]
+            # decode C (the previous D) and start e_max with its exponent / e_zero
+            for j in range(N):
+                bits = np.int64(cur[j])
+                neg = (bits >> (acc_e + acc_m)) & 1
+                E = (bits >> acc_m) & ((1 << acc_e) - 1)
+                Mv = bits & ((1 << acc_m) - 1)
+                if E == (1 << acc_e) - 1:
+                    ccls[j] = 4 if Mv != 0 else (3 if neg else 2)
+                    sc[j] = 0
+                    ec[j] = e_zero
+                elif E == 0 and Mv == 0:
+                    ccls[j] = 1
+                    sc[j] = 0
+                    ec[j] = e_zero
+                else:
+                    ccls[j] = 0
+                    s = Mv | (np.int64(1) << acc_m) if E > 0 else Mv
+                    sc[j] = -s if neg else s
+                    ec[j] = E - bias if E > 0 else 1 - bias
+                e0 = ec[j]
+                if (az or BZ[nb, blk, j]) and e_zero > e0:
+                    e0 = e_zero
+                emax[j] = e0
+            # pass 1: largest product exponent per column
+            for k in range(k0, k1):
+                ea = EA[r, k]
+                ebk = EB[nb, k]
+                for j in range(N):
+                    e = np.int32(ea + ebk[j])
+                    if e > emax[j]:
+                        emax[j] = e
+            # pass 2: aligned, truncated products summed exactly
+            for j in range(N):
+                acc[j] = 0
+            for k in range(k0, k1):
+                sa = SA[r, k]
+                ea = EA[r, k]
+                sbk = SB[nb, k]
+                ebk = EB[nb, k]
+                for j in range(N):
+                    p = np.int32(sa * sbk[j])
+                    s = np.int32(p >> 31)
+                    m = np.int32((p ^ s) - s)
+                    d = np.int32(emax[j] - ea - ebk[j] + Ln)
+                    d = np.int32(min(d, np.int32(31)))
+                    t = np.int32(np.int32(m << Lp) >> d)
+                    acc[j] += np.int32((t ^ s) - s)
+            # C term, one rounding
+            for j in range(N):
+                if asp or BS[nb, blk, j] or ccls[j] >= 2:
+                    cur[j] = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, ccls[j],
+                                           nan_bits, inf_bits, sign_bit)
+                    continue
+                em = emax[j]
+                S = np.int64(acc[j])
+                cs = sc[j]
+                if cs != 0:
+                    cm = -cs if cs < 0 else cs
+                    sh = ec[j] - em + sh_c
+                    if sh >= 0:
+                        t64 = cm << sh
+                    else:
+                        t64 = cm >> min(-sh, 63)
+                    S += -t64 if cs < 0 else t64
+                cur[j] = _round_bits(S, em - F, acc_e, rnd_m, pad, rz, sat)
+
+
+def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kblk: int,
+               rows_per_b: int, blk0: int = 0, nblk: Optional[int] = None) -> np.ndarray:
+    """Run ``nblk`` chained fused dot products (blocks of ``kblk`` along K from block
+    ``blk0``): D = fdpa(A_blk, B_blk, C) with each D the next C.
+
+    ``A``: decoded (R, K); ``B``: decoded (NB, K, N); ``c_bits`` (R, N): C as unsigned
+    accumulator bits.  Returns D's bits (R, N) as uint32.
+    """
+    R, K = A.sig.shape
+    N = B.sig.shape[2]
+    if nblk is None:
+        nblk = K // kblk - blk0
+    L = p.F - A.mbits - B.mbits
+    if A.mbits + B.mbits + 2 + max(L, 0) > 31:  # |term| < 2**(mp + 2 + L) must fit int32
+        raise InputError(f"F = {p.F} with {A.mbits}+{B.mbits} mantissa bits does not fit "
+                         f"the 32-bit term kernel")
+    wide = p.F + 2 + int(np.ceil(np.log2(kblk + 1))) > 30
+    scratch = np.empty((R, N), dtype=np.int64 if wide else np.int32)
+    out = np.empty((R, N), dtype=np.uint32)
+    cb = np.ascontiguousarray(c_bits, dtype=np.uint32)
+    spec = p.acc_spec
+    _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
+                  B.sig, B.exp, B.cls, B.any_zero, B.any_special,
+                  rows_per_b, kblk, blk0, nblk, cb, out, scratch,
+                  p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
+                  p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits)
+    return out
+
+
+# ----------------------------------------------------------------------------- integer
+
+
+@numba.njit(cache=True, parallel=True)
+def _int_chain_kernel(A, B, rows_per_b, kblk, nblk, c, clamp, out):
+    R, K = A.shape
+    N = B.shape[2]
+    for r in numba.prange(R):
+        nb = r // rows_per_b
+        acc = np.empty(N, np.int64)
+        for j in range(N):
+            acc[j] = c[r, j]
+        for bi in range(nblk):
+            for k in range(bi * kblk, (bi + 1) * kblk):
+                a = np.int64(A[r, k])
+                bk = B[nb, k]
+                for j in range(N):
+                    acc[j] += a * bk[j]
+            for j in range(N):
+                v = acc[j]
+                if clamp:
+                    v = min(max(v, -2147483648), 2147483647)
+                else:
+                    v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+                acc[j] = v
+        for j in range(N):
+            out[r, j] = acc[j]
+
+
+def int_dot_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, clamp: bool, *, kblk: int,
+                  rows_per_b: int) -> np.ndarray:
+    """Chained exact integer dot products: a (R, K), b (NB, K, N), c (R, N) int32; each
+    block of ``kblk`` along K adds into the previous result, then wraps to 32 bits or
+    clamps to int32.  Returns int32 (R, N)."""
+    R, K = a.shape
+    out = np.empty((R, b.shape[2]), dtype=np.int32)
+    _int_chain_kernel(np.ascontiguousarray(a, dtype=np.int32),
+                      np.ascontiguousarray(b, dtype=np.int32), rows_per_b, kblk,
+                      K // kblk, np.ascontiguousarray(c, dtype=np.int64), bool(clamp), out)
+    return out
+
+
+def int_dot(a, b, c, clamp: bool) -> np.ndarray:
+    """Readable formula of one integer wgmma: exact int64 dot product (..., K) plus c,
+    then wrap mod 2**32 or clamp to int32."""
+    v = np.sum(np.asarray(a, np.int64) * np.asarray(b, np.int64), axis=-1) + np.asarray(c, np.int64)
+    if clamp:
+        return np.clip(v, -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+    return v.astype(np.uint64).astype(np.uint32).view(np.int32)  # two's complement wrap
