@@ -208,6 +208,8 @@ class Launch:
     desc_a: int          # template, start address 0
     desc_b: int
     scale_d_first: bool
+    imm_scale_a: int
+    imm_scale_b: int
     source: str
 
 
@@ -268,7 +270,7 @@ def prepare_launch(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.n
     src = kernel_source(form, rs=rs, chain=chain, imm_scale_a=imm_scale_a,
                         imm_scale_b=imm_scale_b, budget=budget)
     return Launch(form, bool(rs), plan, tiles, tuple(lead), img, np.ascontiguousarray(afrag), cin,
-                  tmpl, tmpl, bool(scale_d_first), src)
+                  tmpl, tmpl, bool(scale_d_first), int(imm_scale_a), int(imm_scale_b), src)
 
 
 def finish_launch(launch: Launch, dout: np.ndarray) -> np.ndarray:
