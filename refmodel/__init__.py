@@ -8,6 +8,9 @@ from .formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spe
 from .fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
                   unpack_x4, POLICIES)
 from .cvt import cvt, CVT_FORMS, parse_cvt
+from .scaling import (quantize, dequantize, DelayedScaling, describe_recipe, scale_from_amax,
+                      decode_e8m0)
+from .wgmma_forms import WGMMA_FORMS, parse_wgmma
 
 __version__ = "0.1.0"
 
@@ -16,4 +19,6 @@ __all__ = [
     "FormatSpec", "FORMATS", "E4M3", "E5M2", "F16", "BF16", "F32", "format_spec",
     "encode", "decode", "round_to_format", "pack_x2", "unpack_x2", "pack_x4", "unpack_x4",
     "POLICIES", "cvt", "CVT_FORMS", "parse_cvt",
+    "quantize", "dequantize", "DelayedScaling", "describe_recipe", "scale_from_amax", "decode_e8m0",
+    "WGMMA_FORMS", "parse_wgmma",
 ]

@@ -154,7 +154,7 @@ def cmd_quantize(args) -> int:
     np.savez_compressed(args.output, codes=codes, scales=scales,
                         fmt=np.array(args.fmt), granularity=np.array(args.granularity),
                         scale_format=np.array(args.scale_format))
-    deq = scaling.dequantize(codes, scales, args.fmt, args.granularity, scale_format=args.scale_format)
+    deq = scaling.dequantize(codes, scales, args.fmt, args.granularity)
     xf = x.astype(np.float64)
     finite = np.isfinite(xf)
     err = np.abs(deq.astype(np.float64) - xf)[finite]

@@ -60,3 +60,22 @@ def test_formats_table(capsys):
 def test_verify_without_fixtures_is_usage_error(capsys, tmp_path):
     rc, out, err = run(capsys, "verify", "--fixtures", str(tmp_path))
     assert rc == 2 and "no fixtures" in err
+
+
+def test_quantize_round_trip(capsys, tmp_path):
+    x = np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "q.npz"
+    rc, text, _ = run(capsys, "quantize", str(tmp_path / "x.npy"), "--fmt", "e4m3",
+                      "--granularity", "1x128", "-o", str(out), "--json")
+    assert rc == 0
+    z = np.load(out)
+    assert z["codes"].shape == (4, 256) and z["scales"].shape == (4, 2)
+    assert json.loads(text)["relative_error"] < 0.05  # e4m3 has 3 mantissa bits
+
+
+def test_quantize_bad_granularity(capsys, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 2), np.float32))
+    rc, _, err = run(capsys, "quantize", str(tmp_path / "x.npy"), "--fmt", "e4m3",
+                     "--granularity", "3", "-o", str(tmp_path / "q.npz"))
+    assert rc == 2 and "granularity must be" in err
