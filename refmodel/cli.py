@@ -209,6 +209,36 @@ def cmd_verify(args) -> int:
     return worst
 
 
+# ----------------------------------------------------------------------------- diff
+
+def _load_array(path: str) -> np.ndarray:
+    try:
+        if path.endswith(".npz"):
+            raise UsageError(f"{path}: give a .npy file (one array), or NAME.npz:key")
+        if ".npz:" in path:
+            f, key = path.split(".npz:", 1)
+            with np.load(f + ".npz", allow_pickle=False) as z:
+                if key not in z.files:
+                    raise UsageError(f"{f}.npz has no array {key!r}; it has {', '.join(z.files)}")
+                return z[key]
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+
+
+@command("diff")
+def cmd_diff(args) -> int:
+    from .differ import diff
+
+    got, want = _load_array(args.got), _load_array(args.want)
+    rep = diff(got, want, fmt=args.fmt, nan_equal=args.nan_equal, name=args.name or "diff")
+    if args.junit:
+        with open(args.junit, "w") as f:
+            f.write(rep.to_junit())
+    print(rep.to_json() if args.json else rep.to_text())
+    return 0 if rep.ok else 1
+
+
 # ----------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,6 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--scale-format", default="f32", choices=["f32", "e8m0"])
     q.add_argument("-o", "--output", required=True)
     q.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("diff", help="compare two arrays bit for bit (.npy, or FILE.npz:key)")
+    d.add_argument("got")
+    d.add_argument("want")
+    d.add_argument("--fmt", default=None, help="read integer arrays as codes of this format (e4m3, f32, ...)")
+    d.add_argument("--nan-equal", action="store_true", help="treat NaNs with different payloads as equal")
+    d.add_argument("--name", default=None)
+    d.add_argument("--junit", default=None, help="also write a JUnit XML report here")
+    d.add_argument("--json", action="store_true")
 
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
     v.add_argument("--full", action="store_true", help="recompute the 2^32 sweeps completely")

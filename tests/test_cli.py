@@ -79,3 +79,16 @@ def test_quantize_bad_granularity(capsys, tmp_path):
     rc, _, err = run(capsys, "quantize", str(tmp_path / "x.npy"), "--fmt", "e4m3",
                      "--granularity", "3", "-o", str(tmp_path / "q.npz"))
     assert rc == 2 and "granularity must be" in err
+
+
+def test_diff_command_exit_codes_and_junit(capsys, tmp_path):
+    np.save(tmp_path / "g.npy", np.float32([1, 2, 3]))
+    np.save(tmp_path / "w.npy", np.float32([1, 2, 4]))
+    rc, out, _ = run(capsys, "diff", str(tmp_path / "g.npy"), str(tmp_path / "g.npy"))
+    assert rc == 0
+    rc, out, _ = run(capsys, "diff", str(tmp_path / "g.npy"), str(tmp_path / "w.npy"), "--json",
+                     "--junit", str(tmp_path / "r.xml"))
+    assert rc == 1 and json.loads(out)["mismatches"] == 1
+    assert "<failure" in (tmp_path / "r.xml").read_text()
+    rc, _, err = run(capsys, "diff", str(tmp_path / "nope.npy"), str(tmp_path / "g.npy"))
+    assert rc == 2 and "cannot read" in err
