@@ -289,7 +289,11 @@ def execute(launch: Launch) -> np.ndarray:
     kern = mod.get_function(KERNEL_NAME)
     smem = launch.plan.smem_bytes
     if smem > 48 * 1024:
-        kern.max_dynamic_shared_size_bytes = smem
+        import warnings
+
+        with warnings.catch_warnings():  # newer cupy moved the attribute to kern.function
+            warnings.simplefilter("ignore", DeprecationWarning)
+            kern.max_dynamic_shared_size_bytes = smem
     img = cp.asarray(launch.img.view(np.uint32))
     afrag = cp.asarray(launch.afrag)
     cin = cp.asarray(launch.cin)
