@@ -227,14 +227,16 @@ def fdpa(a, b, c, p: AccumParams, fmt_a: Union[str, FormatSpec],
 # ----------------------------------------------------------------------------- operand decoding
 
 CLS_FINITE, CLS_ZERO, CLS_PINF, CLS_NINF, CLS_NAN = 0, 1, 2, 3, 4
-BIG = 1 << 20  # exponent placeholder of zero / special operands: never the maximum
+BIG = 1 << 14  # exponent placeholder of zero / special operands: never the maximum
 
 
 @dataclass
 class Decoded:
-    """An operand as the kernels read it: signed integer significand ``sig`` (value =
-    sig * 2**(exp - mbits)), ``exp`` (-BIG for zero and special values), ``cls`` (CLS_*),
-    and per block of ``kblk`` terms along K, whether any element is zero / special."""
+    """An operand as the kernels read it, shape (P, K, Q) (A: (R, K, 1), B: (NB, K, N)):
+    signed integer significand ``sig`` (value = sig * 2**(exp - mbits)), ``exp`` (-BIG
+    for zero and special values), ``cls`` (CLS_*), and per block of ``kblk`` along K
+    (shape (P, K/kblk, Q)) whether any element is zero (``any_zero``) or NaN/Inf
+    (``any_special``)."""
 
     sig: np.ndarray
     exp: np.ndarray
@@ -244,25 +246,23 @@ class Decoded:
     any_special: np.ndarray
 
 
-def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int, k_axis: int) -> Decoded:
-    """Decode integer codes of ``spec`` (e4m3, e5m2, f16, bf16, tf32) for the kernels.
-
-    ``k_axis``: the axis along K (-1 for A rows, -2 for B); the block flags reduce
-    ``kblk`` consecutive elements of it.
-    """
-    c = np.asarray(codes).astype(np.int64)
+def decode_table(spec: FormatSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sig int16, exp int16, cls int8) of every code of ``spec`` (at most 19 bits): the
+    readable per-code decoding the kernels look up."""
+    key = (spec.ebits, spec.mbits, spec.ieee_specials)
+    if key in _TABLES:
+        return _TABLES[key]
+    c = np.arange(1 << spec.bits, dtype=np.int64)
     sign = (c >> (spec.ebits + spec.mbits)) & 1
     E = (c >> spec.mbits) & ((1 << spec.ebits) - 1)
     M = c & ((1 << spec.mbits) - 1)
     allones = E == (1 << spec.ebits) - 1
     if spec.ieee_specials:
-        nan = allones & (M != 0)
-        inf = allones & (M == 0)
-    else:
-        nan = allones & (M == (1 << spec.mbits) - 1)
-        inf = np.zeros_like(nan)
-    sig = np.where(E > 0, M | (1 << spec.mbits), M)
-    exp = np.where(E > 0, E - spec.bias, spec.emin)
+        nan, inf = allones & (M != 0), allones & (M == 0)
+    else:  # e4m3: only S.1111.111 is NaN, no Inf
+        nan, inf = allones & (M == (1 << spec.mbits) - 1), np.zeros(c.shape, bool)
+    sig = np.where(E > 0, M | (1 << spec.mbits), M)  # implicit bit for normals
+    exp = np.where(E > 0, E - spec.bias, spec.emin)  # subnormals keep emin, sig < 2**mbits
     zero = (sig == 0) & ~nan & ~inf
     cls = np.full(c.shape, CLS_FINITE, dtype=np.int8)
     cls[zero] = CLS_ZERO
@@ -270,70 +270,68 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int, k_axis: in
     cls[inf & (sign == 1)] = CLS_NINF
     cls[nan] = CLS_NAN
     dead = zero | nan | inf
-    sig = np.where(dead, 0, np.where(sign == 1, -sig, sig)).astype(np.int32)
-    exp = np.where(dead, -BIG, exp).astype(np.int32)
-    ax = k_axis % c.ndim
-    K = c.shape[ax]
-    blocks = np.moveaxis(cls, ax, -1).reshape(c.shape[:ax] + c.shape[ax + 1:] + (K // kblk, kblk))
-    any_zero = np.moveaxis((blocks == CLS_ZERO).any(-1), -1, ax)
-    any_special = np.moveaxis((blocks >= CLS_PINF).any(-1), -1, ax)
-    return Decoded(np.ascontiguousarray(sig), np.ascontiguousarray(exp), np.ascontiguousarray(cls),
-                   spec.mbits, np.ascontiguousarray(any_zero), np.ascontiguousarray(any_special))
+    sig = np.where(dead, 0, np.where(sign == 1, -sig, sig)).astype(np.int16)
+    exp = np.where(dead, -BIG, exp).astype(np.int16)
+    _TABLES[key] = (sig, exp, cls)
+    return _TABLES[key]
+
+
+_TABLES: dict = {}
+
+
+@numba.njit(cache=True, parallel=True)
+def _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
+    P, K, Q = codes.shape
+    nblk = K // kblk
+    for pb in numba.prange(P * nblk):
+        pi = pb // nblk
+        blk = pb % nblk
+        for q in range(Q):
+            anyz[pi, blk, q] = False
+            anys[pi, blk, q] = False
+        for k in range(blk * kblk, (blk + 1) * kblk):
+            for q in range(Q):
+                cd = codes[pi, k, q]
+                sig[pi, k, q] = tsig[cd]
+                exp[pi, k, q] = texp[cd]
+                c = tcls[cd]
+                cls[pi, k, q] = c
+                if c == 1:
+                    anyz[pi, blk, q] = True
+                elif c >= 2:
+                    anys[pi, blk, q] = True
+
+
+def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded:
+    """Decode integer codes of ``spec`` (e4m3, e5m2, f16, bf16, tf32), shape (P, K, Q),
+    for the kernels via :func:`decode_table`; block flags over ``kblk`` along K."""
+    codes = np.ascontiguousarray(codes)
+    if codes.ndim != 3:
+        raise InputError(f"codes must have shape (P, K, Q), got {codes.shape}")
+    if codes.dtype.kind != "u":
+        codes = codes.astype(np.uint32)
+    P, K, Q = codes.shape
+    tsig, texp, tcls = decode_table(spec)
+    sig = np.empty(codes.shape, np.int16)
+    exp = np.empty(codes.shape, np.int16)
+    cls = np.empty(codes.shape, np.int8)
+    anyz = np.empty((P, K // kblk, Q), np.bool_)
+    anys = np.empty((P, K // kblk, Q), np.bool_)
+    _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys)
+    return Decoded(sig, exp, cls, spec.mbits, anyz, anys)
 
 
 # ----------------------------------------------------------------------------- numba kernel
 
 
-@numba.njit(cache=True, inline="always")
-def _bitlen(mag):
-    """Bits of a positive integer below 2**53 (frexp of its exact float64)."""
-    return math.frexp(float(mag))[1]
-
-
 @numba.njit(cache=True)
-def _round_bits(S, e0, de, dm, pad, rz, sat):
-    """Bits (accumulator layout: ``de`` exponent bits, ``dm + pad`` mantissa bits) of the
-    integer S times 2**e0 rounded to ``dm`` mantissa bits, RZ or RNE, subnormals kept.
-    Overflow: largest finite (``sat``) or Inf.  A zero result is +0."""
-    if S == 0:
-        return 0
-    neg = S < 0
-    mag = -S if neg else S
-    lg = e0 + _bitlen(mag) - 1  # exponent of the leading bit
-    demin = 2 - (1 << (de - 1))
-    top = lg if lg > demin else demin
-    shift = top - dm - e0  # bits of mag below the result's last place
-    if shift <= 0:
-        r = mag << (-shift)
-    elif shift > 62:
-        r = 0
-    else:
-        r = mag >> shift
-        if not rz:
-            rem = mag & ((np.int64(1) << shift) - 1)
-            half = np.int64(1) << (shift - 1)
-            if rem > half or (rem == half and (r & 1) == 1):
-                r += 1
-    if r == 0:
-        return 0
-    code = ((top - demin) << dm) + r  # a carry out of r bumps the exponent
-    maxc = (((1 << de) - 2) << dm) | ((1 << dm) - 1)
-    if code > maxc:
-        code = maxc if sat else ((1 << de) - 1) << dm
-    bits = code << pad
-    if neg:
-        bits |= np.int64(1) << (de + dm + pad)
-    return bits
-
-
-@numba.njit(cache=True)
-def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_cls, nan_bits, inf_bits, sign_bit):
+def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bits):
     """NaN / signed Inf of element (r, j) for one block that holds a special value."""
     nan = False
     pinf = False
     ninf = False
     for k in range(k0, k1):
-        ca = CA[r, k]
+        ca = CA[r, k, 0]
         cb = CB[nb, k, j]
         if ca == 4 or cb == 4:
             nan = True
@@ -341,44 +339,59 @@ def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_cls, nan_bits, inf_bits, s
             if ca == 1 or cb == 1:
                 nan = True  # Inf * 0
             else:
-                na = ca == 3 or (ca == 0 and SA[r, k] < 0)
+                na = ca == 3 or (ca == 0 and SA[r, k, 0] < 0)
                 nbn = cb == 3 or (cb == 0 and SB[nb, k, j] < 0)
                 if na != nbn:
                     ninf = True
                 else:
                     pinf = True
-    if c_cls == 4:
-        nan = True
-    elif c_cls == 2:
-        pinf = True
-    elif c_cls == 3:
-        ninf = True
+    emask = (1 << acc_e) - 1
+    if (c_bits >> acc_m) & emask == emask:  # C is Inf or NaN
+        if c_bits & ((1 << acc_m) - 1):
+            nan = True
+        elif (c_bits >> (acc_e + acc_m)) & 1:
+            ninf = True
+        else:
+            pinf = True
     if nan or (pinf and ninf):
         return nan_bits
+    inf_bits = emask << acc_m
     if ninf:
-        return inf_bits | sign_bit
+        return inf_bits | (1 << (acc_e + acc_m))
     return inf_bits
 
 
 @numba.njit(cache=True, parallel=True)
-def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, rows_per_b, kblk, blk0, nblk,
+def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kblk, blk0, nblk,
                   cbits, out, scratch, F, Lp, Ln, e_zero, acc_e, acc_m, rnd_m, rz, sat,
                   nan_bits):
     """``nblk`` chained fused dot products of ``kblk`` terms, blocks blk0.. of K.
 
-    SA/EA/CA (R, K): A significands, exponents, classes; AZ/AS (R, K/kblk) block flags;
-    SB/EB/CB (NB, K, N), BZ/BS (NB, K/kblk, N) likewise for B; row r uses B[r // rows_per_b].
+    SA/EA/CA (R, K, 1): A significands, exponents, classes; AZ/AS (R, K/kblk, 1) block
+    flags; SB/EB/CB (NB, K, N), BZ/BS (NB, K/kblk, N) likewise for B, BSany (NB, K/kblk)
+    whether a block of B holds any special value; row r uses B[r // rows_per_b].
     cbits (R, N): C as accumulator bits; out (R, N) receives D's bits.
     scratch (R, N): int32 or int64 sum buffers (int32 when the sum provably fits).
     Lp / Ln: left / right shift that turns a product significand into F fraction bits.
+
+    The loops over N are branch-free so that LLVM vectorises them; NaN/Inf blocks are
+    redone by a scalar fix-up.
     """
     R = SA.shape[0]
     N = SB.shape[2]
     bias = (1 << (acc_e - 1)) - 1
+    emask = (1 << acc_e) - 1
+    mmask = (np.int64(1) << acc_m) - 1
+    hidden = np.int64(1) << acc_m
     pad = acc_m - rnd_m
-    inf_bits = ((1 << acc_e) - 1) << acc_m
-    sign_bit = np.int64(1) << (acc_e + acc_m)
+    signpos = acc_e + acc_m
+    demin = 2 - (1 << (acc_e - 1))
+    maxc = (np.int64((1 << acc_e) - 2) << rnd_m) | ((np.int64(1) << rnd_m) - 1)
+    ovf = maxc if sat else np.int64(emask) << rnd_m
     sh_c = F - acc_m
+    Lp32 = np.int32(Lp)
+    Ln32 = np.int32(Ln)
+    ez32 = np.int32(e_zero)
     for r in numba.prange(R):
         nb = r // rows_per_b
         acc = scratch[r]
@@ -386,80 +399,96 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, rows_per_b, kblk, blk0
         emax = np.empty(N, np.int32)
         sc = np.empty(N, np.int64)
         ec = np.empty(N, np.int32)
-        ccls = np.empty(N, np.int8)
+        sbuf = np.empty(N, np.int64)
+        fbuf = np.empty(N, np.float64)
+        cprev = np.empty(N, np.int64)
+        ibuf = fbuf.view(np.int64)
         for j in range(N):
             cur[j] = cbits[r, j]
         for bi in range(nblk):
             blk = blk0 + bi
             k0 = blk * kblk
             k1 = k0 + kblk
-            az = AZ[r, blk]
-            asp = AS[r, blk]
-            # decode C (the previous D) and start e_max with its exponent / e_zero
+            az = AZ[r, blk, 0]
+            # decode C (the previous D); e_max starts at its exponent, or e_zero for zero terms
+            nspec = 0
+            bz = BZ[nb, blk]
             for j in range(N):
                 bits = np.int64(cur[j])
-                neg = (bits >> (acc_e + acc_m)) & 1
-                E = (bits >> acc_m) & ((1 << acc_e) - 1)
-                Mv = bits & ((1 << acc_m) - 1)
-                if E == (1 << acc_e) - 1:
-                    ccls[j] = 4 if Mv != 0 else (3 if neg else 2)
-                    sc[j] = 0
-                    ec[j] = e_zero
-                elif E == 0 and Mv == 0:
-                    ccls[j] = 1
-                    sc[j] = 0
-                    ec[j] = e_zero
-                else:
-                    ccls[j] = 0
-                    s = Mv | (np.int64(1) << acc_m) if E > 0 else Mv
-                    sc[j] = -s if neg else s
-                    ec[j] = E - bias if E > 0 else 1 - bias
-                e0 = ec[j]
-                if (az or BZ[nb, blk, j]) and e_zero > e0:
-                    e0 = e_zero
+                cprev[j] = bits
+                E = (bits >> acc_m) & emask
+                Mv = bits & mmask
+                spec = E == emask
+                nspec += spec
+                sig = (Mv | hidden) if E > 0 else Mv
+                sig = 0 if spec else sig
+                sc[j] = -sig if (bits >> signpos) & 1 else sig
+                e = np.int32(E - bias) if E > 0 else np.int32(1 - bias)
+                ec[j] = e
+                e0 = ez32 if sig == 0 else e
+                e0 = max(e0, ez32) if (az or bz[j]) else e0
                 emax[j] = e0
             # pass 1: largest product exponent per column
             for k in range(k0, k1):
-                ea = EA[r, k]
+                ea = np.int32(EA[r, k, 0])
                 ebk = EB[nb, k]
                 for j in range(N):
-                    e = np.int32(ea + ebk[j])
-                    if e > emax[j]:
-                        emax[j] = e
+                    emax[j] = max(emax[j], np.int32(ea + ebk[j]))
             # pass 2: aligned, truncated products summed exactly
             for j in range(N):
                 acc[j] = 0
             for k in range(k0, k1):
-                sa = SA[r, k]
-                ea = EA[r, k]
+                sa = np.int32(SA[r, k, 0])
+                ea = np.int32(EA[r, k, 0])
                 sbk = SB[nb, k]
                 ebk = EB[nb, k]
                 for j in range(N):
                     p = np.int32(sa * sbk[j])
                     s = np.int32(p >> 31)
                     m = np.int32((p ^ s) - s)
-                    d = np.int32(emax[j] - ea - ebk[j] + Ln)
+                    d = np.int32(emax[j] - ea - ebk[j] + Ln32)
                     d = np.int32(min(d, np.int32(31)))
-                    t = np.int32(np.int32(m << Lp) >> d)
+                    t = np.int32(np.int32(m << Lp32) >> d)
                     acc[j] += np.int32((t ^ s) - s)
-            # C term, one rounding
+            # C term joins the exact sum
             for j in range(N):
-                if asp or BS[nb, blk, j] or ccls[j] >= 2:
-                    cur[j] = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, ccls[j],
-                                           nan_bits, inf_bits, sign_bit)
-                    continue
-                em = emax[j]
-                S = np.int64(acc[j])
                 cs = sc[j]
-                if cs != 0:
-                    cm = -cs if cs < 0 else cs
-                    sh = ec[j] - em + sh_c
-                    if sh >= 0:
-                        t64 = cm << sh
-                    else:
-                        t64 = cm >> min(-sh, 63)
-                    S += -t64 if cs < 0 else t64
-                cur[j] = _round_bits(S, em - F, acc_e, rnd_m, pad, rz, sat)
+                cm = -cs if cs < 0 else cs
+                sh = np.int64(ec[j] - emax[j] + sh_c)
+                t64 = (cm << max(sh, 0)) >> min(max(-sh, 0), 63)
+                S = np.int64(acc[j]) + (-t64 if cs < 0 else t64)
+                sbuf[j] = S
+                fbuf[j] = np.float64(-S if S < 0 else S)  # exact: |S| < 2**40
+            # one normalisation and rounding to rnd_m mantissa bits (RZ or RNE), +0 for zero
+            for j in range(N):
+                S = sbuf[j]
+                mag = -S if S < 0 else S
+                bl = ((ibuf[j] >> 52) & 0x7FF) - 1022  # bit length of mag (> 0)
+                e0 = np.int64(emax[j]) - F
+                lg = e0 + bl - 1
+                top = max(lg, demin)
+                shift = top - rnd_m - e0
+                ls = min(max(-shift, 0), 62)
+                rs = min(max(shift, 0), 62)
+                rr = (mag << ls) >> rs
+                if not rz:
+                    rem = mag & ((np.int64(1) << rs) - 1)
+                    half = (np.int64(1) << rs) >> 1
+                    up = (rs > 0) & ((rem > half) | ((rem == half) & ((rr & 1) == 1)))
+                    rr += np.int64(up)
+                code = ((top - demin) << rnd_m) + rr
+                code = ovf if code > maxc else code
+                bits = (code << pad) | (np.int64(S < 0) << signpos)
+                cur[j] = 0 if rr == 0 else bits
+            # NaN / Inf: redo the affected elements
+            if AS[r, blk, 0] or BSany[nb, blk] or nspec > 0:
+                asp = AS[r, blk, 0]
+                bs = BS[nb, blk]
+                for j in range(N):
+                    cspec = ((cprev[j] >> acc_m) & emask) == emask
+                    if asp or bs[j] or cspec:
+                        cur[j] = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, cprev[j],
+                                               acc_e, acc_m, nan_bits)
 
 
 def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kblk: int,
@@ -467,10 +496,10 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     """Run ``nblk`` chained fused dot products (blocks of ``kblk`` along K from block
     ``blk0``): D = fdpa(A_blk, B_blk, C) with each D the next C.
 
-    ``A``: decoded (R, K); ``B``: decoded (NB, K, N); ``c_bits`` (R, N): C as unsigned
+    ``A``: decoded (R, K, 1); ``B``: decoded (NB, K, N); ``c_bits`` (R, N): C as unsigned
     accumulator bits.  Returns D's bits (R, N) as uint32.
     """
-    R, K = A.sig.shape
+    R, K, _ = A.sig.shape
     N = B.sig.shape[2]
     if nblk is None:
         nblk = K // kblk - blk0
@@ -485,6 +514,7 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     spec = p.acc_spec
     _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
                   B.sig, B.exp, B.cls, B.any_zero, B.any_special,
+                  np.ascontiguousarray(B.any_special.any(axis=2)),
                   rows_per_b, kblk, blk0, nblk, cb, out, scratch,
                   p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
                   p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits)

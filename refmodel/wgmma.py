@@ -118,16 +118,17 @@ def operand_spec(type_name: str, p: AccumParams) -> FormatSpec:
 
 
 def operand_codes(x: np.ndarray, type_name: str, p: AccumParams, negate: bool = False) -> np.ndarray:
-    """Integer codes (int64) of a typed operand in :func:`operand_spec` format: the raw
+    """Unsigned integer codes of a typed operand in :func:`operand_spec` format: the raw
     bits, for tf32 the f32 container shifted right by ``p.tf32_ignored_bits``;
     ``negate`` flips every sign bit (imm-scale = -1)."""
     x = np.ascontiguousarray(x)
-    bits = x.view(_UINT[x.dtype.itemsize]).astype(np.int64)
+    u = _UINT[x.dtype.itemsize]
+    bits = x.view(u)
     spec = operand_spec(type_name, p)
     if type_name == "tf32":
-        bits = bits >> p.tf32_ignored_bits
+        bits = bits >> u(p.tf32_ignored_bits)
     if negate:
-        bits = bits ^ spec.sign_mask
+        bits = bits ^ u(spec.sign_mask)
     return bits
 
 
@@ -175,8 +176,8 @@ def wgmma(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 
         return out.reshape(batch + (M, N))
     ca = operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(-1, K)
     cb = operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(nbatch, K, N)
-    A = decode_operand(ca, operand_spec(form.dtype_a, p), kblk=kblk, k_axis=-1)
-    B = decode_operand(cb, operand_spec(form.dtype_b, p), kblk=kblk, k_axis=-2)
+    A = decode_operand(ca[..., None], operand_spec(form.dtype_a, p), kblk=kblk)
+    B = decode_operand(cb, operand_spec(form.dtype_b, p), kblk=kblk)
     bits = fdpa_chain(A, B, _acc_bits(c).reshape(-1, N), p, kblk=kblk, rows_per_b=M)
     return _from_acc_bits(bits, form.dtype_d).reshape(batch + (M, N))
 
