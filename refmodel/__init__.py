@@ -12,6 +12,18 @@ from .scaling import (quantize, dequantize, DelayedScaling, describe_recipe, sca
                       decode_e8m0)
 from .wgmma_forms import WGMMA_FORMS, parse_wgmma
 
+from .differ import diff
+from .interop import accepts_frameworks as _accepts_frameworks
+
+# public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
+cvt = _accepts_frameworks(cvt)
+encode = _accepts_frameworks(encode)
+decode = _accepts_frameworks(decode)
+round_to_format = _accepts_frameworks(round_to_format)
+quantize = _accepts_frameworks(quantize)
+dequantize = _accepts_frameworks(dequantize)
+diff = _accepts_frameworks(diff)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -20,5 +32,5 @@ __all__ = [
     "encode", "decode", "round_to_format", "pack_x2", "unpack_x2", "pack_x4", "unpack_x4",
     "POLICIES", "cvt", "CVT_FORMS", "parse_cvt",
     "quantize", "dequantize", "DelayedScaling", "describe_recipe", "scale_from_amax", "decode_e8m0",
-    "WGMMA_FORMS", "parse_wgmma",
+    "WGMMA_FORMS", "parse_wgmma", "diff",
 ]
