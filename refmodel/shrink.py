@@ -105,8 +105,8 @@ def shrink(case: WgmmaCase, mismatch: MismatchFn, *, max_calls: int = 2000) -> S
     t, i, j = sh.first_failure(case)
     one = case.with_(a=case.a[t:t + 1].copy(), b=case.b[t:t + 1].copy(), c=case.c[t:t + 1].copy())
     if sh.fails(one):
+        sh.log.append(f"kept tile {t} of {case.a.shape[0] if case.a.ndim == 3 else 1}")
         case = one
-        sh.log.append(f"kept tile {t} of {len(case.a) if case.a.ndim == 3 else 1}")
 
     # 2. one output element
     _, i, j = sh.first_failure(case)
@@ -180,7 +180,7 @@ def shrink(case: WgmmaCase, mismatch: MismatchFn, *, max_calls: int = 2000) -> S
     # 6. simplest values
     for name, idx in positions(case):
         arr = getattr(case, name)
-        v = float(np.asarray(arr[idx]).astype(np.float64)) if arr.dtype.kind != "i" else int(arr[idx])
+        v = float(np.asarray(arr[idx]).astype(np.float64)) if arr.dtype.kind not in "iu" else int(arr[idx])
         for cv in _candidates(v, arr.dtype):
             new = arr.copy()
             new[idx] = _cast(cv, arr.dtype)
