@@ -239,6 +239,90 @@ def cmd_diff(args) -> int:
     return 0 if rep.ok else 1
 
 
+# ----------------------------------------------------------------------------- fuzz / replay / record
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        return float(t[:-1]) * mult if mult else float(t)
+    except ValueError:
+        raise UsageError(f"--time must look like 90, 90s, 5m or 1h, got {text!r}") from None
+
+
+@command("fuzz")
+def cmd_fuzz(args) -> int:
+    from gpu.runtime import require_device
+
+    require_device()  # one line saying what is missing, exit 2
+    from gpu.fuzz import fuzz
+
+    fams = [f for f in args.families.split(",") if f] if args.families else None
+    rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
+               seconds=_seconds(args.time), rs={"ss": False, "rs": True}.get(args.operand),
+               chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
+               progress=not args.json)
+    if args.json:
+        print(json.dumps(rep.to_dict()))
+    else:
+        print(f"{rep.tiles} tiles, {rep.outputs} outputs compared, {rep.mismatches} mismatches, "
+              f"{rep.rate:.3g} outputs/s; journal {args.out}/journal.jsonl")
+        if rep.repro:
+            print(f"minimal reproducer: {rep.repro}  (wgref replay {rep.repro})")
+            print(rep.first["minimal"])
+    return 1 if rep.mismatches else 0
+
+
+@command("replay")
+def cmd_replay(args) -> int:
+    from .case import load_case
+    from .differ import diff
+
+    case, hw = load_case(args.file)
+    model = case.model()
+    reports = []
+    if hw is not None:
+        reports.append(diff(model, hw, name="refmodel vs recorded hardware"))
+    try:
+        from gpu.runtime import gpu_available
+
+        live = gpu_available() and not args.cpu
+    except Exception:
+        live = False
+    if live:
+        reports.append(diff(model, case.hardware(isolate=True), name="refmodel vs this GPU"))
+    if not reports:
+        raise UsageError(f"{args.file} holds no hardware output and no GPU is available to run it")
+    if args.json:
+        print(json.dumps({"case": case.config(), "notes": case.notes,
+                          "reports": [r.to_dict() for r in reports]}))
+    else:
+        print(f"{case.instr} rs={case.rs} scale_d={case.scale_d} imm=({case.imm_scale_a},"
+              f"{case.imm_scale_b}) chain={case.chain}; {case.nonzeros()} nonzero inputs")
+        for r in reports:
+            print(r.to_text())
+    return 0 if all(r.ok for r in reports) else 1
+
+
+@command("record")
+def cmd_record(args) -> int:
+    from gpu.runtime import require_device
+
+    require_device()
+    rc = 0
+    if "cvt" in args.what:
+        from gpu import record_cvt
+
+        rc |= record_cvt.main(["--out", args.out])
+    if "wgmma" in args.what:
+        from gpu import record_wgmma
+
+        rc |= record_wgmma.main(["--out", args.out, "--seconds", str(_seconds(args.time) or 1200)])
+    return 1 if rc else 0
+
+
 # ----------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,6 +358,29 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--name", default=None)
     d.add_argument("--junit", default=None, help="also write a JUnit XML report here")
     d.add_argument("--json", action="store_true")
+
+    z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
+    z.add_argument("target", help="an instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256) or 'wgmma'")
+    z.add_argument("--cases", type=int, default=10000, help="tiles to run")
+    z.add_argument("--seed", type=int, default=0)
+    z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
+    z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")
+    z.add_argument("--operand", choices=["ss", "rs", "both"], default="both", help="A from shared memory, registers, or either")
+    z.add_argument("--chain", type=int, default=None, help="instructions per K chain (default: random 1..4)")
+    z.add_argument("--out", default="wgref-fuzz", help="journal and reproducers go here")
+    z.add_argument("--resume", action="store_true")
+    z.add_argument("--keep-going", action="store_true", help="do not stop at the first mismatch")
+    z.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("replay", help="re-run a saved reproducer on the CPU (and the GPU if present)")
+    r.add_argument("file")
+    r.add_argument("--cpu", action="store_true", help="do not use a GPU even if one is present")
+    r.add_argument("--json", action="store_true")
+
+    rec = sub.add_parser("record", help="re-record fixtures on the GPU, with provenance")
+    rec.add_argument("what", nargs="*", default=["cvt", "wgmma"], choices=["cvt", "wgmma"])
+    rec.add_argument("--out", default="fixtures")
+    rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
     v.add_argument("--full", action="store_true", help="recompute the 2^32 sweeps completely")

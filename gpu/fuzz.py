@@ -1,0 +1,217 @@
+"""``wgref fuzz``: random and adversarial wgmma cases on the GPU, diffed against refmodel.
+
+Each batch draws one job (form, SS/RS, scale-d, imm scales, chain) and a few tiles of
+every selected input family (:mod:`gpu.record_wgmma`), runs the hardware and the
+model, and compares raw bits.  One JSON line per batch goes to the journal
+(``<out>/journal.jsonl``), so a killed campaign continues with ``--resume``
+(batch ``i`` always draws from seed ``(seed, i)``: resumed runs see the same cases).
+On the first mismatch the failing tiles are shrunk to a minimal reproducer
+(:mod:`refmodel.shrink`) and saved as a replay file for ``wgref replay``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from refmodel.case import WgmmaCase, save_case
+from refmodel.errors import InputError
+from refmodel.shrink import shrink
+from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
+
+from .record_wgmma import Job, families_for, make_inputs, model_chain
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _bits(x):
+    x = np.ascontiguousarray(x)
+    return x.view(_UINT[x.dtype.itemsize])
+
+
+def select_forms(target: str) -> list[WgmmaForm]:
+    """An instruction, a family name (tf32, f16, bf16, fp8, int8), a dtype fragment
+    ('e4m3', 'n256'), or 'wgmma' for all forms."""
+    t = target.strip()
+    if t.startswith("wgmma.mma_async"):
+        return [parse_wgmma(t)]
+    if t in ("wgmma", "all"):
+        return list(WGMMA_FORMS)
+    fams = {"tf32", "f16", "bf16", "fp8", "int8"}
+    if t in fams:
+        return [f for f in WGMMA_FORMS if f.family == t]
+    hits = [f for f in WGMMA_FORMS if t in f.instr]
+    if not hits:
+        raise InputError(f"fuzz target {target!r} matches no wgmma form; give an instruction, "
+                         "a family (tf32, f16, bf16, fp8, int8), a fragment such as 'e4m3' or 'n256', or 'wgmma'")
+    return hits
+
+
+@dataclass
+class FuzzReport:
+    target: str
+    seed: int
+    batches: int = 0
+    tiles: int = 0
+    outputs: int = 0
+    mismatches: int = 0
+    seconds: float = 0.0
+    repro: Optional[str] = None
+    shrink_log: list[str] = field(default_factory=list)
+    first: Optional[dict] = None
+
+    @property
+    def rate(self) -> float:
+        return self.outputs / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["outputs_per_second"] = self.rate
+        return d
+
+
+def _draw_job(rng: np.random.Generator, forms: list[WgmmaForm], *, rs, chain, scale_d) -> Job:
+    f = forms[int(rng.integers(len(forms)))]
+    imm = (lambda: int(rng.choice([1, -1]))) if f.has_imm_scale else (lambda: 1)
+    return Job(f.instr, rs=bool(rng.integers(2)) if rs is None else rs,
+               scale_d=bool(rng.integers(2)) if scale_d is None else scale_d,
+               imm_scale_a=imm(), imm_scale_b=imm(),
+               chain=int(rng.choice([1, 1, 2, 4])) if chain is None else chain)
+
+
+def _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles) -> dict:
+    return {"target": target, "seed": seed, "families": families, "rs": rs, "chain": chain,
+            "scale_d": scale_d, "batch_tiles": batch_tiles}
+
+
+def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]] = None,
+         seconds: Optional[float] = None, rs: Optional[bool] = None, chain: Optional[int] = None,
+         scale_d: Optional[bool] = None, out: str | Path = "wgref-fuzz", resume: bool = False,
+         hw: Optional[Callable] = None, model: Optional[Callable] = None, batch_tiles: int = 64,
+         keep_going: bool = False, progress: bool = True) -> FuzzReport:
+    """Run a campaign of ``cases`` tiles (or until ``seconds``); see the module docstring.
+
+    ``hw(job, a, b, c)`` and ``model(instr, a, b, c, ...)`` default to the GPU
+    (:func:`gpu.record_wgmma.hardware_runner`) and :func:`refmodel.wgmma.wgmma`.
+    """
+    forms = select_forms(target)
+    if hw is None:
+        from .record_wgmma import hardware_runner
+
+        hw = hardware_runner(isolate=False)
+    if model is None:
+        from refmodel.wgmma import wgmma as model
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    journal = out / "journal.jsonl"
+    header = _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles)
+    rep = FuzzReport(target, seed)
+    start_batch = 0
+    if resume and journal.exists():
+        lines = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
+        if not lines or lines[0].get("header") != header:
+            raise InputError(f"{journal} belongs to another campaign (target, seed or options differ); "
+                             "use another --out or drop --resume")
+        for rec in lines[1:]:
+            if "batch" in rec:
+                start_batch = max(start_batch, rec["batch"] + 1)
+                rep.tiles += rec["tiles"]
+                rep.outputs += rec["outputs"]
+                rep.mismatches += rec["mismatches"]
+                rep.seconds += rec["seconds"]
+    else:
+        journal.write_text(json.dumps({"header": header}) + "\n")
+    rep.batches = start_batch
+    bar = _progress(cases, rep.tiles, progress)
+    t_start = time.time()
+    b = start_batch
+    while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
+        rng = np.random.default_rng([seed, b])
+        job = _draw_job(rng, forms, rs=rs, chain=chain, scale_d=scale_d)
+        fams = [f for f in families_for(job.form) if families is None or f.name in families]
+        if not fams:
+            raise InputError(f"none of the families {families} applies to {job.instr}")
+        per = max(1, min(batch_tiles, cases - rep.tiles) // len(fams))
+        t0 = time.time()
+        a, bm, c, fam_idx, names = make_inputs(job, rng, per, tuple(fams))
+        d_hw = hw(job, a, bm, c)
+        d_model = model_chain(model, job, a, bm, c)
+        bad = _bits(d_hw) != _bits(d_model)
+        dt = time.time() - t0
+        n_bad = int(bad.sum())
+        rec = {"batch": b, "job": job.key, "tiles": int(a.shape[0]), "outputs": int(bad.size),
+               "mismatches": n_bad, "seconds": round(dt, 4)}
+        rep.tiles += rec["tiles"]
+        rep.outputs += rec["outputs"]
+        rep.mismatches += n_bad
+        rep.seconds += dt
+        rep.batches = b + 1
+        if n_bad and rep.repro is None:
+            rec["repro"] = str(_shrink_and_save(job, a, bm, c, bad, fam_idx, names, hw, model, out, b, rep))
+        with open(journal, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        bar(rec["tiles"], rep)
+        b += 1
+        if n_bad and not keep_going:
+            break
+    bar(0, rep, close=True)
+    return rep
+
+
+def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, rep) -> Path:
+    t, i, j = (int(v) for v in np.argwhere(bad)[0])
+    tiles = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1))[:4]
+    case = WgmmaCase(job.instr, a[tiles], b[tiles], c[tiles], rs=job.rs, scale_d=job.scale_d,
+                     imm_scale_a=job.imm_scale_a, imm_scale_b=job.imm_scale_b, chain=job.chain,
+                     notes={"batch": batch, "seed": rep.seed, "family": names[int(fam_idx[t])]})
+
+    def run_hw(cs: WgmmaCase):
+        jb = Job(cs.instr, rs=cs.rs, scale_d=cs.scale_d, imm_scale_a=cs.imm_scale_a,
+                 imm_scale_b=cs.imm_scale_b, chain=cs.chain)
+        return hw(jb, cs.a, cs.b, cs.c)
+
+    def run_model(cs: WgmmaCase):
+        jb = Job(cs.instr, rs=cs.rs, scale_d=cs.scale_d, imm_scale_a=cs.imm_scale_a,
+                 imm_scale_b=cs.imm_scale_b, chain=cs.chain)
+        return model_chain(model, jb, cs.a, cs.b, cs.c)
+
+    res = shrink(case, lambda cs: _bits(run_hw(cs)) != _bits(run_model(cs)))
+    res.case.notes["shrink"] = res.log
+    path = out / f"repro_batch{batch}.npz"
+    save_case(path, res.case, hardware=run_hw(res.case))
+    from refmodel.differ import diff
+
+    d = diff(run_model(res.case), run_hw(res.case), name=path.name)
+    rep.repro = str(path)
+    rep.shrink_log = res.log
+    rep.first = {"tile": t, "row": i, "col": j, "job": job.key, "family": names[int(fam_idx[t])],
+                 "minimal": d.to_text()}
+    return path
+
+
+def _progress(total: int, done: int, enabled: bool):
+    """A tqdm bar with rate and mismatches when tqdm is installed, else a plain line."""
+    if not enabled:
+        return lambda n, rep, close=False: None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        def plain(n, rep, close=False):
+            if close:
+                print(f"{rep.tiles}/{total} tiles, {rep.outputs} outputs, {rep.mismatches} mismatches")
+        return plain
+    bar = tqdm(total=total, initial=done, unit="tile", dynamic_ncols=True)
+
+    def upd(n, rep, close=False):
+        if n:
+            bar.update(n)
+            bar.set_postfix(outputs=rep.outputs, mismatches=rep.mismatches,
+                            Mout_s=f"{rep.rate / 1e6:.1f}")
+        if close:
+            bar.close()
+    return upd
