@@ -23,8 +23,8 @@ import numpy as np
 
 from refmodel.descriptor import CORE_MATRIX_BYTES, MatrixDescriptor, kmajor_offsets
 from refmodel.errors import InputError
-from refmodel.fragment import (element_bytes, element_dtype, from_bits, pack_a_fragment,
-                               pack_accumulator, raw_bits, unpack_accumulator)
+from refmodel.fragment import (element_dtype, pack_a_fragment, pack_accumulator, raw_bits,
+                               unpack_accumulator)
 from refmodel.wgmma_forms import M, WgmmaForm, parse_wgmma
 
 THREADS = 128
@@ -340,4 +340,4 @@ def run_wgmma(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarra
 
 
 __all__ = ["kernel_source", "run_wgmma", "run_wgmma_chain", "prepare_launch", "finish_launch",
-           "execute", "plan_stages", "StagePlan", "Launch", "LBO", "SBO", "from_bits", "element_bytes"]
+           "execute", "plan_stages", "StagePlan", "Launch", "LBO", "SBO"]
