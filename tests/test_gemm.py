@@ -317,3 +317,50 @@ def test_int8_rejects_promotion():
     with pytest.raises(InputError, match="promote_every applies to floating-point forms"):
         gemm(np.zeros((64, 64), np.int8), np.zeros((64, 8), np.int8), instr=PFX + "m64n8k32.s32.s8.s8",
              promote_every=1)
+
+
+# ----------------------------------------------------------------------------- error report
+
+
+def test_error_vs_k_rows_and_table(tmp_path):
+    from refmodel.error_report import error_vs_k, format_table, plot_error_vs_k
+
+    rows = error_vs_k(ks=(256, 1024), promote=(None, 1, 4, 16), n=16)
+    got = {(r["k"], r["promote_every"]): r for r in rows}
+    assert (256, 16) not in got and (1024, 16) in got  # 16 does not divide 256/32 = 8
+    # more frequent promotion, smaller error; the unpromoted error grows with K
+    assert got[(1024, 1)]["rel_err"] < got[(1024, 4)]["rel_err"] < got[(1024, None)]["rel_err"]
+    assert got[(1024, None)]["rel_err"] > got[(256, None)]["rel_err"]
+    assert all(r["max_rel_err"] >= r["rel_err"] * 0.5 for r in rows)
+    text = format_table(rows)
+    assert "every 4" in text and text.count("\n") == 3
+    pytest.importorskip("matplotlib")
+    path = plot_error_vs_k(rows, str(tmp_path / "err.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_so(monkeypatch, tmp_path):
+    import builtins
+
+    from refmodel.error_report import plot_error_vs_k
+
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(ImportError, match="plot_error_vs_k needs matplotlib"):
+        plot_error_vs_k([{"k": 32, "promote_every": None, "rel_err": 0.1}], str(tmp_path / "x.png"))
+
+
+def test_error_vs_k_validation():
+    from refmodel.error_report import error_vs_k
+
+    with pytest.raises(InputError, match="ks must be positive multiples of 32, got \\[100\\]"):
+        error_vs_k(ks=(100,))
+    with pytest.raises(InputError, match="dist must be one of uniform, normal, got 'cauchy'"):
+        error_vs_k(dist="cauchy")
