@@ -60,6 +60,8 @@ def error_vs_k(instr: str = DEFAULT_INSTR, ks: Sequence[int] = (512, 1024, 2048,
     if not ks or ks[0] <= 0 or any(k % form.k for k in ks):
         raise InputError(f"ks must be positive multiples of {form.k}, got {ks}")
     n = form.n if n is None else n
+    if n <= 0 or n % form.n:
+        raise InputError(f"n must be a positive multiple of the instruction's N = {form.n}, got {n}")
     promote = list(promote)
     rng = np.random.default_rng(seed)
     a = _draw(rng, form.dtype_a, (m, ks[-1]), dist)

@@ -325,7 +325,7 @@ def test_int8_rejects_promotion():
 def test_error_vs_k_rows_and_table(tmp_path):
     from refmodel.error_report import error_vs_k, format_table, plot_error_vs_k
 
-    rows = error_vs_k(ks=(256, 1024), promote=(None, 1, 4, 16), n=16)
+    rows = error_vs_k(PFX + "m64n16k32.f32.e4m3.e4m3", ks=(256, 1024), promote=(None, 1, 4, 16))
     got = {(r["k"], r["promote_every"]): r for r in rows}
     assert (256, 16) not in got and (1024, 16) in got  # 16 does not divide 256/32 = 8
     # more frequent promotion, smaller error; the unpromoted error grows with K
@@ -364,3 +364,5 @@ def test_error_vs_k_validation():
         error_vs_k(ks=(100,))
     with pytest.raises(InputError, match="dist must be one of uniform, normal, got 'cauchy'"):
         error_vs_k(dist="cauchy")
+    with pytest.raises(InputError, match="n must be a positive multiple of the instruction's N = 128, got 16"):
+        error_vs_k(n=16)
