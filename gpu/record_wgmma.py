@@ -123,6 +123,13 @@ def plan_jobs(max_tier: int = 4) -> list[Job]:
                   ("int8", "s32", "s8", "s8", False)):
             jobs.append(Job(_form_of(c, 256).instr, chain=48, tier=1))
         jobs.append(Job(_form_of(("f16", "f16", "f16", "f16", False), 256).instr, rs=True, chain=40, tier=1))
+        # K-chains of 128 instructions (K = 1024..4096): the accumulator's rounding compounds
+        for c in (("fp8", "f32", "e4m3", "e4m3", False), ("fp8", "f16", "e5m2", "e4m3", False),
+                  ("bf16", "f32", "bf16", "bf16", False), ("f16", "f16", "f16", "f16", False),
+                  ("tf32", "f32", "tf32", "tf32", False), ("int8", "s32", "s8", "u8", True)):
+            jobs.append(Job(_form_of(c, 8).instr, chain=128, tier=1))
+            jobs.append(Job(_form_of(c, 8).instr, rs=True, chain=128, tier=1))
+        jobs.append(Job(_form_of(("fp8", "f32", "e4m3", "e4m3", False), 256).instr, chain=128, tier=1))
     if max_tier >= 2:
         jobs += [Job(f.instr, tier=2) for f in WGMMA_FORMS]
     if max_tier >= 3:
@@ -451,9 +458,15 @@ def _bits_equal(x: np.ndarray, y: np.ndarray, name: str) -> np.ndarray:
     return raw_bits(x, name) == raw_bits(y, name)
 
 
-def _sample_tiles(idx: np.ndarray, n: int, outputs: int, salt: int) -> np.ndarray:
-    """Tile indices for the fixture: about ``outputs`` outputs, round-robin over families."""
+SAMPLE_INPUT_BYTES = 160 * 1024  # cap on the A and B bytes a fixture sample keeps per job
+
+
+def _sample_tiles(idx: np.ndarray, n: int, outputs: int, salt: int, tile_input_bytes: int = 0) -> np.ndarray:
+    """Tile indices for the fixture: about ``outputs`` outputs (and at most
+    :data:`SAMPLE_INPUT_BYTES` of A and B, for long chains), round-robin over families."""
     want = max(1, outputs // (M * n))
+    if tile_input_bytes:
+        want = max(1, min(want, SAMPLE_INPUT_BYTES // tile_input_bytes))
     fams = np.unique(idx)
     by = [list(np.flatnonzero(idx == f)) for f in np.roll(fams, -(salt % len(fams)))]
     out = []
@@ -529,8 +542,10 @@ def run_job(job: Job, *, hw: Callable, model: Callable | None, seed: int, tiles:
             meta = {**job.meta(), "seed": job_seed, "tiles_per_family": tiles, "families": names,
                     "model": "missing" if model is None else ("error" if ref is None else "present"),
                     "mismatches": res.mismatches}
-            if save_sample:
-                sel = _sample_tiles(idx, form.n, sample_outputs, zlib.crc32(job.key.encode()))
+            tile_bytes_all = int(a[0].nbytes + b[0].nbytes)
+            if save_sample and tile_bytes_all <= 4 * SAMPLE_INPUT_BYTES:  # huge tiles: compared, not kept
+                tile_bytes = int(a[0].nbytes + b[0].nbytes)
+                sel = _sample_tiles(idx, form.n, sample_outputs, zlib.crc32(job.key.encode()), tile_bytes)
                 arrays = {k: v[sel] for k, v in _bits_arrays(job, a, b, c, d).items()}
                 arrays["family"] = idx[sel]
                 write_fixture(FEATURE, job.key, arrays, kind="wgmma", cases=int(arrays["d"].size),
