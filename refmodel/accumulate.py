@@ -38,8 +38,8 @@ from typing import Optional, Union
 import numba
 import numpy as np
 
-from .errors import InputError
-from .formats import F16, F32, TF32, FormatSpec, format_spec
+from .errors import DTypeError, InputError
+from .formats import TF32, FormatSpec, format_spec
 from .wgmma_forms import WgmmaForm
 
 # ----------------------------------------------------------------------------- binding
@@ -321,6 +321,137 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys)
 
 
+# ----------------------------------------------------------------------------- float32 promotion
+#
+# The CUDA-core side of a promoted GEMM: acc = acc + scale * D in float32.  The fused
+# operations are computed exactly: the product is split into an unevaluated sum of two
+# float64 (Dekker), added with error-free transformations, rounded to odd in float64
+# and then to nearest in float32 - a single correct rounding, because float64 carries
+# more than 24 + 2 bits (Boldo & Melquiond, "Emulation of FMA and correctly rounded
+# sums: proved algorithms using rounding to odd", IEEE TC 2008).
+
+PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
+
+
+@numba.njit(cache=True, inline="always")
+def _two_sum(a, b):
+    """s + e == a + b exactly (Knuth), s = RN64(a + b)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+@numba.njit(cache=True, inline="always")
+def _split(a):
+    """Veltkamp split: a == hi + lo, each with at most 26 significant bits."""
+    t = 134217729.0 * a  # 2**27 + 1
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+@numba.njit(cache=True, inline="always")
+def _two_prod(a, b):
+    """p + e == a * b exactly (Dekker), p = RN64(a * b); no overflow / underflow here."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+@numba.njit(cache=True, inline="always")
+def _add_round_odd(a, b):
+    """a + b rounded to odd in float64: RN64, and if inexact and even, the odd neighbour."""
+    s, e = _two_sum(a, b)
+    if e != 0.0:
+        m, _ = math.frexp(s)
+        if np.int64(abs(m) * 9007199254740992.0) & 1 == 0:  # last bit of the significand
+            s = np.nextafter(s, np.inf if e > 0.0 else -np.inf)
+    return s
+
+
+@numba.njit(cache=True)
+def fma_f32(x, y, z):
+    """RN32(x * y + z) with one rounding.  ``x``: a float64 with at most 48 significant
+    bits (a float32, or the exact product of two); ``y``, ``z``: float32 values."""
+    if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
+        return np.float32(x * y + z)  # IEEE NaN / Inf rules; x*y cannot overflow float64
+    uh, ul = _two_prod(x, y)
+    th, tl = _two_sum(z, uh)
+    v = _add_round_odd(tl, ul)
+    w = _add_round_odd(th, v)
+    if w == 0.0:  # exact zero: x*y == -z, so uh is exact and IEEE gives the sign
+        return np.float32(uh + z)
+    return np.float32(w)  # RN32 of the float64 round-to-odd value: correct rounding
+
+
+_NAN32 = np.array([0x7FFFFFFF], dtype=np.uint32).view(np.float32)  # canonical f32 NaN
+
+
+@numba.njit(cache=True)
+def promote_one(acc, part, sa, sb, op):
+    """acc + sa * sb * part in float32 (all float32 values) under promote op
+    0 "fma": RN32(RN32(sa*sb) * part + acc); 1 "mul_add": RN32(acc + RN32(RN32(sa*sb) * part));
+    2 "fma_exact": RN32(sa*sb*part + acc).  A NaN result is the canonical 0x7FFFFFFF
+    (what NVIDIA's FP32 units write; a lead)."""
+    a = np.float64(sa)
+    b = np.float64(sb)
+    p = np.float64(part)
+    z = np.float64(acc)
+    if op == 2:
+        r = fma_f32(a * b, p, z)  # a*b exact in float64 (48 bits)
+    else:
+        s = np.float64(np.float32(a * b))  # RN32 of the exact product
+        if op == 0:
+            r = fma_f32(s, p, z)
+        else:
+            t = np.float64(np.float32(s * p))  # s*p exact in float64, then RN32
+            r = np.float32(z + t)  # RN64 then RN32 of a sum of two float32 is RN32 (53 >= 2*24 + 2)
+    if np.isnan(r):
+        return _NAN32[0]
+    return r
+
+
+@numba.njit(cache=True, parallel=True)
+def _promote_kernel(acc, part, sa, sb, op):
+    R, N = acc.shape
+    for i in numba.prange(R):
+        for j in range(N):
+            acc[i, j] = promote_one(acc[i, j], part[i, j], sa[i], sb[j], op)
+
+
+def promote(acc: np.ndarray, partial: np.ndarray, scale_rows, scale_cols, op: str = "fma") -> np.ndarray:
+    """One promotion step in place: ``acc += scale_rows[:, None] * scale_cols[None, :] *
+    partial`` in float32 with the rounding of ``op`` (:func:`promote_one`).  Returns ``acc``."""
+    if op not in PROMOTE_OPS:
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {op!r}")
+    if acc.dtype != np.float32 or acc.ndim != 2 or not acc.flags.c_contiguous:
+        raise DTypeError(f"acc must be a C-contiguous 2-D float32 array, got {acc.dtype} {acc.shape}")
+    R, N = acc.shape
+    sa = np.ascontiguousarray(np.broadcast_to(np.asarray(scale_rows, np.float32), (R,)))
+    sb = np.ascontiguousarray(np.broadcast_to(np.asarray(scale_cols, np.float32), (N,)))
+    part = np.ascontiguousarray(np.broadcast_to(np.asarray(partial, np.float32), (R, N)))
+    _promote_kernel(acc, part, sa, sb, PROMOTE_OPS.index(op))
+    return acc
+
+
+@numba.njit(cache=True)
+def _acc_value(bits, acc_e, acc_m):
+    """float64 value of accumulator bits (f32 or f16 layout)."""
+    emask = (1 << acc_e) - 1
+    bias = (1 << (acc_e - 1)) - 1
+    E = (bits >> acc_m) & emask
+    M = bits & ((np.int64(1) << acc_m) - 1)
+    if E == emask:
+        v = np.nan if M != 0 else np.inf
+    elif E == 0:
+        v = math.ldexp(float(M), 1 - bias - acc_m)
+    else:
+        v = math.ldexp(float(M | (np.int64(1) << acc_m)), int(E) - bias - acc_m)
+    return -v if (bits >> (acc_e + acc_m)) & 1 else v
+
+
 # ----------------------------------------------------------------------------- numba kernel
 
 
@@ -364,7 +495,7 @@ def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bi
 @numba.njit(cache=True, parallel=True)
 def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kblk, blk0, nblk,
                   cbits, out, scratch, F, Lp, Ln, e_zero, acc_e, acc_m, rnd_m, rz, sat,
-                  nan_bits):
+                  nan_bits, stage_nblk, scale_rows, scale_cols, op, accf):
     """``nblk`` chained fused dot products of ``kblk`` terms, blocks blk0.. of K.
 
     SA/EA/CA (R, K, 1): A significands, exponents, classes; AZ/AS (R, K/kblk, 1) block
@@ -373,6 +504,11 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
     cbits (R, N): C as accumulator bits; out (R, N) receives D's bits.
     scratch (R, N): int32 or int64 sum buffers (int32 when the sum provably fits).
     Lp / Ln: left / right shift that turns a product significand into F fraction bits.
+
+    Promotion (``stage_nblk`` > 0): every ``stage_nblk`` blocks form a stage started with
+    C = +0; at its end D is added into the float32 accumulator ``accf`` (R, N) with
+    scale_rows[stage, r] * scale_cols[stage, j] under promote op ``op`` (see
+    :func:`promote_one`).  One parallel region for the whole GEMM.
 
     The loops over N are branch-free so that LLVM vectorises them; NaN/Inf blocks are
     redone by a scalar fix-up.
@@ -406,6 +542,9 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
         for j in range(N):
             cur[j] = cbits[r, j]
         for bi in range(nblk):
+            if stage_nblk > 0 and bi % stage_nblk == 0:
+                for j in range(N):
+                    cur[j] = 0  # each stage starts with scale-d = 0
             blk = blk0 + bi
             k0 = blk * kblk
             k1 = k0 + kblk
@@ -489,15 +628,29 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
                     if asp or bs[j] or cspec:
                         cur[j] = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, cprev[j],
                                                acc_e, acc_m, nan_bits)
+            if stage_nblk > 0 and (bi + 1) % stage_nblk == 0:
+                st = bi // stage_nblk
+                sa_r = scale_rows[st, r]
+                for j in range(N):
+                    part = _acc_value(np.int64(cur[j]), acc_e, acc_m)
+                    accf[r, j] = promote_one(accf[r, j], part, sa_r, scale_cols[st, j], op)
 
 
 def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kblk: int,
-               rows_per_b: int, blk0: int = 0, nblk: Optional[int] = None) -> np.ndarray:
+               rows_per_b: int, blk0: int = 0, nblk: Optional[int] = None,
+               promote_nblk: int = 0, scale_rows: Optional[np.ndarray] = None,
+               scale_cols: Optional[np.ndarray] = None, promote_op: str = "fma",
+               acc_f32: Optional[np.ndarray] = None) -> np.ndarray:
     """Run ``nblk`` chained fused dot products (blocks of ``kblk`` along K from block
     ``blk0``): D = fdpa(A_blk, B_blk, C) with each D the next C.
 
     ``A``: decoded (R, K, 1); ``B``: decoded (NB, K, N); ``c_bits`` (R, N): C as unsigned
     accumulator bits.  Returns D's bits (R, N) as uint32.
+
+    With ``promote_nblk`` > 0, every ``promote_nblk`` blocks form a stage that starts
+    from C = +0 and ends with ``acc_f32 += scale_rows[stage, :, None] *
+    scale_cols[stage, None, :] * D`` (in place, rounding per ``promote_op``, see
+    :func:`promote_one`); ``nblk`` must then be a multiple of ``promote_nblk``.
     """
     R, K, _ = A.sig.shape
     N = B.sig.shape[2]
@@ -512,12 +665,32 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     out = np.empty((R, N), dtype=np.uint32)
     cb = np.ascontiguousarray(c_bits, dtype=np.uint32)
     spec = p.acc_spec
+    stage_nblk = int(promote_nblk)
+    if stage_nblk > 0:
+        if nblk % stage_nblk:
+            raise InputError(f"nblk = {nblk} must be a multiple of promote_nblk = {stage_nblk}")
+        if acc_f32 is None or acc_f32.dtype != np.float32 or acc_f32.shape != (R, N) \
+                or not acc_f32.flags.c_contiguous:
+            raise InputError(f"acc_f32 must be a C-contiguous float32 array of shape ({R}, {N})")
+        nst = nblk // stage_nblk
+        scale_rows = np.ascontiguousarray(np.broadcast_to(
+            np.ones((nst, R), np.float32) if scale_rows is None else scale_rows, (nst, R)), np.float32)
+        scale_cols = np.ascontiguousarray(np.broadcast_to(
+            np.ones((nst, N), np.float32) if scale_cols is None else scale_cols, (nst, N)), np.float32)
+        accf = acc_f32
+    else:
+        scale_rows = scale_cols = np.ones((1, 1), np.float32)
+        accf = np.zeros((1, 1), np.float32)
+    op = PROMOTE_OPS.index(promote_op) if promote_op in PROMOTE_OPS else -1
+    if op < 0:
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {promote_op!r}")
     _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
                   B.sig, B.exp, B.cls, B.any_zero, B.any_special,
                   np.ascontiguousarray(B.any_special.any(axis=2)),
                   rows_per_b, kblk, blk0, nblk, cb, out, scratch,
                   p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
-                  p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits)
+                  p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
+                  stage_nblk, scale_rows, scale_cols, op, accf)
     return out
 
 

@@ -18,11 +18,9 @@ float32 accumulator ``acc`` (initialised with ``c`` or +0)::
 (FMUL for the combined scale, then FFMA); ``"fma_exact"`` rounds the exact four-operand
 value once (no GPU instruction does this; it bounds what the scale product costs).
 RN32 is IEEE round-to-nearest-even to float32 with subnormals.  The fused operations
-are computed exactly: the product is split into an unevaluated sum of two float64
-(Dekker's exact product), added with error-free transformations, rounded to odd in
-float64 and then to nearest in float32, which is a single correct rounding because
-float64 carries more than 24 + 2 bits (Boldo & Melquiond, "Emulation of FMA and
-correctly rounded sums: proved algorithms using rounding to odd", IEEE TC 2008).
+are computed exactly (Dekker product, error-free sums, round-to-odd in float64, then
+RN32: one correct rounding; see :func:`refmodel.accumulate.fma_f32`).  The whole
+promoted GEMM runs in one numba kernel (:func:`refmodel.accumulate.fdpa_chain`).
 
 Scales (cast to float32 first):
 
@@ -40,14 +38,13 @@ to Inf) with :func:`refmodel.fp8.round_to_format`.
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import ml_dtypes
-import numba
 import numpy as np
 
-from .accumulate import AccumParams, decode_operand, fdpa_chain, int_dot_chain
+from .accumulate import (PROMOTE_OPS, decode_operand, fdpa_chain, fma_f32, int_dot_chain,  # noqa: F401
+                         promote)
 from .errors import DTypeError, InputError
 from .fp8 import round_to_format
 from .fragment import element_dtype
@@ -55,105 +52,10 @@ from .wgmma import (Params, _acc_bits, _check_params, _from_acc_bits, operand_co
                     operand_spec)
 from .wgmma_forms import M as M_INSTR, parse_wgmma
 
-PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
-
 _OUT_DTYPES = {"f32": np.dtype(np.float32), "float32": np.dtype(np.float32),
                "f16": np.dtype(np.float16), "float16": np.dtype(np.float16),
                "bf16": np.dtype(ml_dtypes.bfloat16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
                "s32": np.dtype(np.int32), "int32": np.dtype(np.int32)}
-
-
-# ----------------------------------------------------------------------------- exact float32 fma
-
-
-@numba.njit(cache=True, inline="always")
-def _two_sum(a, b):
-    """s + e == a + b exactly (Knuth), s = RN64(a + b)."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-@numba.njit(cache=True, inline="always")
-def _split(a):
-    """Veltkamp split: a == hi + lo, each with at most 26 significant bits."""
-    t = 134217729.0 * a  # 2**27 + 1
-    hi = t - (t - a)
-    return hi, a - hi
-
-
-@numba.njit(cache=True, inline="always")
-def _two_prod(a, b):
-    """p + e == a * b exactly (Dekker), p = RN64(a * b); no overflow / underflow here."""
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
-@numba.njit(cache=True, inline="always")
-def _add_round_odd(a, b):
-    """a + b rounded to odd in float64: RN64, and if inexact and even, the odd neighbour."""
-    s, e = _two_sum(a, b)
-    if e != 0.0:
-        m, _ = math.frexp(s)
-        if np.int64(abs(m) * 9007199254740992.0) & 1 == 0:  # last bit of the significand
-            s = np.nextafter(s, np.inf if e > 0.0 else -np.inf)
-    return s
-
-
-@numba.njit(cache=True)
-def fma_f32(x, y, z):
-    """RN32(x * y + z) with one rounding.  ``x``: a float64 with at most 48 significant
-    bits (a float32, or the exact product of two); ``y``, ``z``: float32 values."""
-    if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
-        return np.float32(x * y + z)  # IEEE NaN / Inf rules; x*y cannot overflow float64
-    uh, ul = _two_prod(x, y)
-    th, tl = _two_sum(z, uh)
-    v = _add_round_odd(tl, ul)
-    w = _add_round_odd(th, v)
-    if w == 0.0:  # exact zero: x*y == -z, so uh is exact and IEEE gives the sign
-        return np.float32(uh + z)
-    return np.float32(w)  # RN32 of the float64 round-to-odd value: correct rounding
-
-
-@numba.njit(cache=True, parallel=True)
-def _promote_kernel(acc, part, sa, sb, op):
-    """acc[i, j] += sa[i] * sb[j] * part[i, j] under promote op 0 fma, 1 mul_add, 2 fma_exact."""
-    R, N = acc.shape
-    for i in numba.prange(R):
-        for j in range(N):
-            a = np.float64(sa[i])
-            b = np.float64(sb[j])
-            p = np.float64(part[i, j])
-            z = np.float64(acc[i, j])
-            if op == 2:
-                acc[i, j] = fma_f32(a * b, p, z)  # a*b exact in float64 (48 bits)
-            else:
-                s = np.float64(np.float32(a * b))  # RN32 of the exact product
-                if op == 0:
-                    acc[i, j] = fma_f32(s, p, z)
-                else:
-                    t = np.float64(np.float32(s * p))  # s*p exact in float64, then RN32
-                    # RN64 then RN32 of a sum of two float32 is RN32 (53 >= 2*24 + 2)
-                    acc[i, j] = np.float32(z + t)
-
-
-def promote(acc: np.ndarray, partial: np.ndarray, scale_rows, scale_cols, op: str = "fma") -> np.ndarray:
-    """One promotion step in place: ``acc += scale_rows[:, None] * scale_cols[None, :] *
-    partial`` with the float32 rounding of ``op`` (see module doc).  Returns ``acc``."""
-    if op not in PROMOTE_OPS:
-        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {op!r}")
-    if acc.dtype != np.float32 or not acc.flags.c_contiguous:
-        raise DTypeError(f"acc must be a C-contiguous float32 array, got {acc.dtype}")
-    R, N = acc.shape
-    sa = np.broadcast_to(np.asarray(scale_rows, np.float32), (R,))
-    sb = np.broadcast_to(np.asarray(scale_cols, np.float32), (N,))
-    _promote_kernel(acc, np.asarray(partial, np.float32), np.ascontiguousarray(sa),
-                    np.ascontiguousarray(sb), PROMOTE_OPS.index(op))
-    return acc
 
 
 # ----------------------------------------------------------------------------- validation
@@ -287,13 +189,13 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
 
     blocks_per_stage = promote_every * form.k // kblk
     stage_k = promote_every * form.k
+    n_stages = n_instr // promote_every
     sa = _scales(scale_a, "scale_a", Mr, K, stage_k)
     sb = _scales(scale_b, "scale_b", N, K, stage_k, N)
     acc = np.zeros((Mr, N), np.float32) if c is None else np.array(c, np.float32, order="C")
-    zero = np.zeros((Mr, N), np.uint32)
-    for s in range(n_instr // promote_every):
-        bits = fdpa_chain(A, B, zero, p, kblk=kblk, rows_per_b=Mr, blk0=s * blocks_per_stage,
-                          nblk=blocks_per_stage)
-        part = _from_acc_bits(bits, form.dtype_d).astype(np.float32)  # f16 -> f32 exact
-        promote(acc, part, sa(s), sb(s), promote_op)
+    rows = np.stack([sa(s) for s in range(n_stages)])
+    cols = np.stack([sb(s) for s in range(n_stages)])
+    fdpa_chain(A, B, np.zeros((Mr, N), np.uint32), p, kblk=kblk, rows_per_b=Mr,
+               promote_nblk=blocks_per_stage, scale_rows=rows, scale_cols=cols,
+               promote_op=promote_op, acc_f32=acc)
     return _convert(acc, odt)
