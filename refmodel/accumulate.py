@@ -83,8 +83,8 @@ class AccumParams:
                              f"got {self.round_mbits}")
         if not 1 <= self.F <= 29:
             raise InputError(f"F must be in 1..29 (terms are 32-bit integers), got {self.F}")
-        if not 0 <= self.tf32_ignored_bits <= 16:
-            raise InputError(f"tf32_ignored_bits must be in 0..16, got {self.tf32_ignored_bits}")
+        if not 10 <= self.tf32_ignored_bits <= 16:  # the kernels hold significands in 32 bits
+            raise InputError(f"tf32_ignored_bits must be in 10..16, got {self.tf32_ignored_bits}")
 
     @property
     def acc_spec(self) -> FormatSpec:

@@ -187,6 +187,11 @@ def wgmma_reference(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale
     """Same as :func:`wgmma`, computed with the readable float64 formula
     :func:`refmodel.accumulate.fdpa` (slow; the tests hold the two bit-identical)."""
     form, p, a, b, c, batch = prepare(instr, a, b, c, scale_d, imm_scale_a, imm_scale_b, params)
+    with np.errstate(all="ignore"):  # NaN / Inf inputs are expected here
+        return _reference(form, p, a, b, c, imm_scale_a, imm_scale_b)
+
+
+def _reference(form: WgmmaForm, p: Params, a, b, c, imm_scale_a: int, imm_scale_b: int) -> np.ndarray:
     K = form.k
     kblk = p.k_group or K
     if form.family == "int8":

@@ -70,7 +70,8 @@ def test_kernel_equals_formula_cancellation_and_batches(form):
 
 @pytest.mark.parametrize("form", ["m64n16k32.f32.e4m3.e5m2", "m64n16k16.f16.f16.f16", "m64n8k8.f32.tf32.tf32"])
 @pytest.mark.parametrize("change", [dict(overflow="satfinite"), dict(k_group=8), dict(F=20),
-                                    dict(e_zero=-10), dict(round_mbits=7, rounding="rne")])
+                                    dict(e_zero=-10), dict(round_mbits=7, rounding="rne"),
+                                    dict(tf32_ignored_bits=11)])
 def test_kernel_equals_formula_other_params(form, change):
     fm = parse_wgmma(PFX + form)
     p = acc.with_params(acc.params_for(fm), **change)
@@ -271,3 +272,21 @@ def test_validation_messages(call, exc, msg):
     with pytest.raises(exc) as ei:
         call()
     assert str(ei.value).endswith(msg) or str(ei.value) == msg, str(ei.value)
+
+
+def test_tf32_low_bits_are_ignored():
+    # lead: the tensor core reads the top 19 bits of the f32 container; a NaN whose
+    # payload lies only in the low 13 bits reads as Inf
+    I = PFX + "m64n8k8.f32.tf32.tf32"
+    rng = np.random.default_rng(37)
+    a = rng.standard_normal((64, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    noisy = (a.view(np.uint32) | rng.integers(0, 1 << 13, a.shape).astype(np.uint32)).view(np.float32)
+    clean = (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    assert _same(wgmma(I, noisy, b), wgmma(I, clean, b))
+    a2 = np.ones((64, 8), np.float32)
+    a2[:, 0] = np.array([0x7F800001], np.uint32).view(np.float32)[0]  # NaN, payload in low bits
+    d = wgmma(I, a2, np.ones((8, 8), np.float32))
+    assert np.all(np.isposinf(d))
+    with pytest.raises(InputError, match="tf32_ignored_bits must be in 10..16, got 0"):
+        acc.with_params(acc.BINDING[("tf32", "f32")], tf32_ignored_bits=0)
