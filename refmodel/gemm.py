@@ -21,6 +21,7 @@ RN32 is IEEE round-to-nearest-even to float32 with subnormals.  The fused operat
 are computed exactly (Dekker product, error-free sums, round-to-odd in float64, then
 RN32: one correct rounding; see :func:`refmodel.accumulate.fma_f32`).  The whole
 promoted GEMM runs in one numba kernel (:func:`refmodel.accumulate.fdpa_chain`).
+A NaN from the float32 arithmetic is the canonical 0x7FFFFFFF.
 
 Scales (cast to float32 first):
 
