@@ -24,7 +24,9 @@ from refmodel.errors import InputError
 from refmodel.shrink import shrink
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
-from .record_wgmma import Job, families_for, make_inputs, model_chain
+from concurrent.futures import ThreadPoolExecutor
+
+from .record_wgmma import Job, families_for, model_chain
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
@@ -84,6 +86,22 @@ def _draw_job(rng: np.random.Generator, forms: list[WgmmaForm], *, rs, chain, sc
                chain=int(rng.choice([1, 1, 2, 4])) if chain is None else chain)
 
 
+def _gen_batch(seed, b, forms, fam_names, rs, chain, scale_d, batch_tiles, remaining, pool):
+    """Job and inputs of batch ``b``: families generated in parallel, each from its own
+    stream ``(seed, b, family index)`` so the batch is the same however it is scheduled."""
+    rng = np.random.default_rng([seed, b])
+    job = _draw_job(rng, forms, rs=rs, chain=chain, scale_d=scale_d)
+    fams = [f for f in families_for(job.form) if fam_names is None or f.name in fam_names]
+    if not fams:
+        raise InputError(f"none of the families {fam_names} applies to {job.instr}")
+    per = max(1, min(batch_tiles, remaining) // len(fams))
+    parts = list(pool.map(lambda fi: fams[fi].make(job.form, np.random.default_rng([seed, b, fi]), per,
+                                                   job.chain), range(len(fams))))
+    a, bm, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    idx = np.repeat(np.arange(len(fams), dtype=np.int16), per)
+    return job, a, bm, c, idx, [f.name for f in fams]
+
+
 def _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles) -> dict:
     return {"target": target, "seed": seed, "families": families, "rs": rs, "chain": chain,
             "scale_d": scale_d, "batch_tiles": batch_tiles}
@@ -130,35 +148,42 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     bar = _progress(cases, rep.tiles, progress)
     t_start = time.time()
     b = start_batch
-    while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
-        rng = np.random.default_rng([seed, b])
-        job = _draw_job(rng, forms, rs=rs, chain=chain, scale_d=scale_d)
-        fams = [f for f in families_for(job.form) if families is None or f.name in families]
-        if not fams:
-            raise InputError(f"none of the families {families} applies to {job.instr}")
-        per = max(1, min(batch_tiles, cases - rep.tiles) // len(fams))
-        t0 = time.time()
-        a, bm, c, fam_idx, names = make_inputs(job, rng, per, tuple(fams))
-        d_hw = hw(job, a, bm, c)
-        d_model = model_chain(model, job, a, bm, c)
-        bad = _bits(d_hw) != _bits(d_model)
-        dt = time.time() - t0
-        n_bad = int(bad.sum())
-        rec = {"batch": b, "job": job.key, "tiles": int(a.shape[0]), "outputs": int(bad.size),
-               "mismatches": n_bad, "seconds": round(dt, 4)}
-        rep.tiles += rec["tiles"]
-        rep.outputs += rec["outputs"]
-        rep.mismatches += n_bad
-        rep.seconds += dt
-        rep.batches = b + 1
-        if n_bad and rep.repro is None:
-            rec["repro"] = str(_shrink_and_save(job, a, bm, c, bad, fam_idx, names, hw, model, out, b, rep))
-        with open(journal, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
-        bar(rec["tiles"], rep)
-        b += 1
-        if n_bad and not keep_going:
-            break
+    # pipeline: the next batch's inputs are generated while this one runs on the GPU and the
+    # model (the model's numba kernels release the GIL)
+    gen_pool = ThreadPoolExecutor(max_workers=16)
+    ahead = ThreadPoolExecutor(max_workers=1)
+    submit = lambda bb, left: ahead.submit(_gen_batch, seed, bb, forms, families, rs, chain,  # noqa: E731
+                                           scale_d, batch_tiles, left, gen_pool)
+    nxt = submit(b, cases - rep.tiles)
+    try:
+        while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
+            t0 = time.time()
+            job, a, bm, c, fam_idx, names = nxt.result()
+            left = cases - rep.tiles - a.shape[0]
+            nxt = submit(b + 1, left) if left > 0 else None
+            d_hw = hw(job, a, bm, c)
+            d_model = model_chain(model, job, a, bm, c)
+            bad = _bits(d_hw) != _bits(d_model)
+            dt = time.time() - t0
+            n_bad = int(bad.sum())
+            rec = {"batch": b, "job": job.key, "tiles": int(a.shape[0]), "outputs": int(bad.size),
+                   "mismatches": n_bad, "seconds": round(dt, 4)}
+            rep.tiles += rec["tiles"]
+            rep.outputs += rec["outputs"]
+            rep.mismatches += n_bad
+            rep.seconds += dt
+            rep.batches = b + 1
+            if n_bad and rep.repro is None:
+                rec["repro"] = str(_shrink_and_save(job, a, bm, c, bad, fam_idx, names, hw, model, out, b, rep))
+            with open(journal, "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            bar(rec["tiles"], rep)
+            b += 1
+            if (n_bad and not keep_going) or nxt is None:
+                break
+    finally:
+        ahead.shutdown(wait=True, cancel_futures=True)
+        gen_pool.shutdown(wait=True)
     bar(0, rep, close=True)
     return rep
 

@@ -13,6 +13,11 @@ from .scaling import (quantize, dequantize, DelayedScaling, describe_recipe, sca
 from .wgmma_forms import WGMMA_FORMS, parse_wgmma
 
 from .differ import diff
+from .accumulate import (AccumParams, IntAccumParams, BINDING, params_for, with_params, fdpa,
+                         fma_f32, PROMOTE_OPS)
+from .wgmma import wgmma, wgmma_reference
+from .gemm import gemm
+from .error_report import error_vs_k
 from .interop import accepts_frameworks as _accepts_frameworks
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
@@ -23,6 +28,8 @@ round_to_format = _accepts_frameworks(round_to_format)
 quantize = _accepts_frameworks(quantize)
 dequantize = _accepts_frameworks(dequantize)
 diff = _accepts_frameworks(diff)
+wgmma = _accepts_frameworks(wgmma)
+gemm = _accepts_frameworks(gemm)
 
 __version__ = "0.1.0"
 
@@ -32,5 +39,7 @@ __all__ = [
     "encode", "decode", "round_to_format", "pack_x2", "unpack_x2", "pack_x4", "unpack_x4",
     "POLICIES", "cvt", "CVT_FORMS", "parse_cvt",
     "quantize", "dequantize", "DelayedScaling", "describe_recipe", "scale_from_amax", "decode_e8m0",
-    "WGMMA_FORMS", "parse_wgmma", "diff",
+    "WGMMA_FORMS", "parse_wgmma", "diff", "wgmma", "wgmma_reference", "gemm", "error_vs_k",
+    "AccumParams", "IntAccumParams", "BINDING", "params_for", "with_params", "fdpa", "fma_f32",
+    "PROMOTE_OPS",
 ]

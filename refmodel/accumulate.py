@@ -279,7 +279,7 @@ def decode_table(spec: FormatSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TABLES: dict = {}
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
     P, K, Q = codes.shape
     nblk = K // kblk
@@ -413,7 +413,7 @@ def promote_one(acc, part, sa, sb, op):
     return r
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _promote_kernel(acc, part, sa, sb, op):
     R, N = acc.shape
     for i in numba.prange(R):
@@ -492,7 +492,7 @@ def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bi
     return inf_bits
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kblk, blk0, nblk,
                   cbits, out, scratch, F, Lp, Ln, e_zero, acc_e, acc_m, rnd_m, rz, sat,
                   nan_bits, stage_nblk, scale_rows, scale_cols, op, accf):
@@ -697,7 +697,7 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
 # ----------------------------------------------------------------------------- integer
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _int_chain_kernel(A, B, rows_per_b, kblk, nblk, c, clamp, out):
     R, K = A.shape
     N = B.shape[2]

@@ -239,6 +239,30 @@ def cmd_diff(args) -> int:
     return 0 if rep.ok else 1
 
 
+# ----------------------------------------------------------------------------- error
+
+@command("error")
+def cmd_error(args) -> int:
+    from .error_report import error_vs_k, format_table, plot_error_vs_k
+
+    ks = [int(k) for k in args.k.split(",")]
+    promote = [None if p in ("none", "0") else int(p) for p in args.promote.split(",")]
+    rows = error_vs_k(args.instr, ks, promote, dist=args.dist, seed=args.seed,
+                      promote_op=args.promote_op)
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(format_table(rows))
+    if args.plot:
+        try:
+            plot_error_vs_k(rows, args.plot)
+        except ImportError as e:
+            raise UsageError(str(e)) from None
+        if not args.json:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
 # ----------------------------------------------------------------------------- fuzz / replay / record
 
 def _seconds(text: str | None) -> float | None:
@@ -358,6 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--name", default=None)
     d.add_argument("--junit", default=None, help="also write a JUnit XML report here")
     d.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("error", help="relative error vs float64 as a function of K, per promotion interval")
+    e.add_argument("--instr", default="wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3")
+    e.add_argument("--k", default="512,1024,2048,4096,8192,16384", help="comma-separated K values")
+    e.add_argument("--promote", default="none,1,4,16", help="promotion intervals in instructions (none = never)")
+    e.add_argument("--dist", default="uniform", choices=["uniform", "normal"])
+    e.add_argument("--promote-op", default="fma", choices=["fma", "fma_exact", "mul_add"])
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--plot", default=None, help="write a PNG plot here (needs matplotlib)")
+    e.add_argument("--json", action="store_true")
 
     z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
     z.add_argument("target", help="an instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256) or 'wgmma'")

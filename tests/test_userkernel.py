@@ -1,0 +1,47 @@
+"""The user-kernel fuzzing API, without a GPU: Python 'kernels' with planted bugs."""
+
+import numpy as np
+import pytest
+
+from gpu.userkernel import DemoFP8Gemm, Schedule, fuzz_user_kernel
+from refmodel.errors import InputError
+
+SCHED = Schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", promote_every=4, out_dtype="bf16")
+
+
+def correct(a, b_nk, sa, sb):
+    return SCHED.expected(a, b_nk, sa, sb)
+
+
+def drops_last_k_block(a, b_nk, sa, sb):
+    """Forgets the last 128-wide K block (and its scales)."""
+    k = a.shape[1]
+    if k <= 128:
+        return SCHED.expected(np.zeros_like(a), b_nk, sa, sb)
+    return SCHED.expected(a[:, :k - 128], b_nk[:, :k - 128], sa[:, :-1], sb[:-1])
+
+
+def test_correct_kernel_passes():
+    r = fuzz_user_kernel(correct, SCHED, m=64, n=128, k=512, cases=5)
+    assert r.mismatches == 0 and r.cases == 5 and r.outputs == 5 * 64 * 128
+
+
+def test_dropped_k_block_is_caught_and_shrunk(tmp_path):
+    r = fuzz_user_kernel(drops_last_k_block, SCHED, m=128, n=256, k=512, cases=5, out=tmp_path)
+    assert r.mismatches > 0 and r.repro
+    mn = r.minimal
+    assert mn["m"] == 64 and mn["n"] == 128 and mn["k"] == 128  # one tile, one scale block
+    assert mn["nonzero_a"] == 1 and mn["nonzero_b"] == 1
+    z = np.load(r.repro)
+    assert (z["got"] != z["want"]).any()
+
+
+def test_shape_rules():
+    with pytest.raises(InputError, match="M % 64"):
+        fuzz_user_kernel(correct, SCHED, m=60, n=128, k=512)
+
+
+def test_demo_kernel_source_has_the_schedule():
+    src = DemoFP8Gemm(promote=4, bug="promote_interval").source()
+    assert "#define STAGE_EVERY 8" in src and "m64n128k32.f32.e4m3.e4m3" in src
+    assert "#define SKIP_LAST 1" in DemoFP8Gemm(bug="drop_last_k").source()
