@@ -152,6 +152,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     # model (the model's numba kernels release the GIL)
     gen_pool = ThreadPoolExecutor(max_workers=16)
     ahead = ThreadPoolExecutor(max_workers=1)
+    hw_pool = ThreadPoolExecutor(max_workers=1)
     submit = lambda bb, left: ahead.submit(_gen_batch, seed, bb, forms, families, rs, chain,  # noqa: E731
                                            scale_d, batch_tiles, left, gen_pool)
     nxt = submit(b, cases - rep.tiles)
@@ -161,8 +162,9 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
             job, a, bm, c, fam_idx, names = nxt.result()
             left = cases - rep.tiles - a.shape[0]
             nxt = submit(b + 1, left) if left > 0 else None
-            d_hw = hw(job, a, bm, c)
+            hw_fut = hw_pool.submit(hw, job, a, bm, c)   # the GPU works while the model runs
             d_model = model_chain(model, job, a, bm, c)
+            d_hw = hw_fut.result()
             bad = _bits(d_hw) != _bits(d_model)
             dt = time.time() - t0
             n_bad = int(bad.sum())
@@ -183,6 +185,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
                 break
     finally:
         ahead.shutdown(wait=True, cancel_futures=True)
+        hw_pool.shutdown(wait=True)
         gen_pool.shutdown(wait=True)
     bar(0, rep, close=True)
     return rep

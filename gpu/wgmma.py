@@ -23,8 +23,8 @@ import numpy as np
 
 from refmodel.descriptor import CORE_MATRIX_BYTES, MatrixDescriptor, kmajor_offsets
 from refmodel.errors import InputError
-from refmodel.fragment import (element_dtype, pack_a_fragment, pack_accumulator, raw_bits,
-                               unpack_accumulator)
+from refmodel.fragment import (accumulator_layout, element_dtype, from_bits, pack_a_fragment,
+                               pack_accumulator, raw_bits, unpack_accumulator)
 from refmodel.wgmma_forms import M, WgmmaForm, parse_wgmma
 
 THREADS = 128
@@ -204,13 +204,25 @@ class Launch:
     lead_shape: tuple[int, ...]
     img: np.ndarray      # (T, chain, step_bytes) uint8
     afrag: np.ndarray    # (T, chain, 128, 4) uint32, or (1,) dummy for SS
-    cin: np.ndarray      # (T, 128, d_regs) uint32
+    c_bits: np.ndarray   # (T, 64, N) raw accumulator element bits (uint16 / uint32)
     desc_a: int          # template, start address 0
     desc_b: int
     scale_d_first: bool
     imm_scale_a: int
     imm_scale_b: int
     source: str
+
+    @property
+    def cin(self) -> np.ndarray:
+        """(T, 128, d_regs) uint32 register images of C (refmodel.fragment layout)."""
+        return pack_accumulator(from_bits(self.c_bits, self.form.dtype_d), self.form.dtype_d)
+
+    @property
+    def acc_index(self) -> np.ndarray:
+        """Flat (row * N + col) of every accumulator register slot, in (thread, register,
+        slot) order: the gather that turns C into register images (done on the GPU)."""
+        rows, cols = accumulator_layout(self.form.n, self.form.dtype_d)
+        return (rows * self.form.n + cols).reshape(-1).astype(np.int64)
 
 
 def _check_operand(x: Any, name: str, dtype_name: str, shape_tail: tuple[int, int]) -> np.ndarray:
@@ -265,11 +277,11 @@ def prepare_launch(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.n
     img = np.ascontiguousarray(np.concatenate(parts, axis=-1))
     assert img.shape[-1] == plan.step_bytes
     afrag = pack_a_fragment(a_steps, form.dtype_a) if rs else np.zeros(1, dtype=np.uint32)
-    cin = pack_accumulator(c, form.dtype_d)
+    c_bits = np.ascontiguousarray(raw_bits(c, form.dtype_d))
     tmpl = MatrixDescriptor(0, LBO, SBO).encode()
     src = kernel_source(form, rs=rs, chain=chain, imm_scale_a=imm_scale_a,
                         imm_scale_b=imm_scale_b, budget=budget)
-    return Launch(form, bool(rs), plan, tiles, tuple(lead), img, np.ascontiguousarray(afrag), cin,
+    return Launch(form, bool(rs), plan, tiles, tuple(lead), img, np.ascontiguousarray(afrag), c_bits,
                   tmpl, tmpl, bool(scale_d_first), int(imm_scale_a), int(imm_scale_b), src)
 
 
@@ -280,8 +292,11 @@ def finish_launch(launch: Launch, dout: np.ndarray) -> np.ndarray:
     return d.reshape(launch.lead_shape + (M, launch.form.n))
 
 
-def execute(launch: Launch) -> np.ndarray:
-    """Launch on device 0 and return the raw (T, 128, d_regs) uint32 accumulator registers."""
+def _launch_on_device(launch: Launch):
+    """Run the kernel; returns (cupy module, raw registers on the device, flat index on the device).
+
+    C goes up in math layout and is gathered into register images on the GPU with the
+    refmodel.fragment layout (:attr:`Launch.acc_index`)."""
     from .runtime import compile_module, require_device
 
     cp = require_device()
@@ -296,14 +311,33 @@ def execute(launch: Launch) -> np.ndarray:
             kern.max_dynamic_shared_size_bytes = smem
     img = cp.asarray(launch.img.view(np.uint32))
     afrag = cp.asarray(launch.afrag)
-    cin = cp.asarray(launch.cin)
+    idx = cp.asarray(launch.acc_index)
+    c_dev = cp.asarray(launch.c_bits.reshape(launch.tiles, -1))
+    cin = cp.ascontiguousarray(c_dev[:, idx]).view(cp.uint32)   # (T, 128 * d_regs)
     dout = cp.zeros_like(cin)
     kern((launch.tiles,), (THREADS,),
          (img, afrag, cin, dout, np.uint64(launch.desc_a), np.uint64(launch.desc_b),
           np.int32(1 if launch.scale_d_first else 0)),
          shared_mem=smem)
     cp.cuda.runtime.deviceSynchronize()
-    return cp.asnumpy(dout)
+    return cp, dout, idx
+
+
+def execute(launch: Launch) -> np.ndarray:
+    """Launch on device 0 and return the raw (T, 128, d_regs) uint32 accumulator registers."""
+    cp, dout, _ = _launch_on_device(launch)
+    return cp.asnumpy(dout).reshape(launch.tiles, THREADS, -1)
+
+
+def execute_math(launch: Launch) -> np.ndarray:
+    """Launch and return D (..., 64, N) in refmodel's dtype; the registers are scattered
+    back to matrix positions on the GPU (same index as the gather)."""
+    cp, dout, idx = _launch_on_device(launch)
+    utype = launch.c_bits.dtype
+    d = cp.empty((launch.tiles, M * launch.form.n), dtype=utype)
+    d[:, idx] = dout.view(utype)
+    bits = cp.asnumpy(d).reshape(launch.lead_shape + (M, launch.form.n))
+    return from_bits(bits, launch.form.dtype_d)
 
 
 def run_wgmma_chain(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *,
@@ -324,7 +358,7 @@ def run_wgmma_chain(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.
                                      imm_scale_a=imm_scale_a, imm_scale_b=imm_scale_b, rs=rs)
     launch = prepare_launch(instr, a, b, c, chain=chain, scale_d_first=scale_d_first,
                             imm_scale_a=imm_scale_a, imm_scale_b=imm_scale_b, rs=rs)
-    return finish_launch(launch, execute(launch))
+    return execute_math(launch)
 
 
 def run_wgmma(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *,
@@ -340,4 +374,4 @@ def run_wgmma(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarra
 
 
 __all__ = ["kernel_source", "run_wgmma", "run_wgmma_chain", "prepare_launch", "finish_launch",
-           "execute", "plan_stages", "StagePlan", "Launch", "LBO", "SBO"]
+           "execute", "execute_math", "plan_stages", "StagePlan", "Launch", "LBO", "SBO"]
