@@ -16,16 +16,17 @@ def main(path):
         key = f"{m}x{n}x{k}"
         out[f"{key}_a"] = a.view(torch.uint8).numpy()
         out[f"{key}_b_nk"] = b_nk.view(torch.uint8).numpy()
-        sa = torch.tensor(0.5, dtype=torch.float32)
-        sb = torch.tensor(0.25, dtype=torch.float32)
-        for fast in (False, True):
+        for tag, (sav, sbv) in (("", (0.5, 0.25)), ("np2_", (0.3, 0.7))):
+          sa = torch.tensor(sav, dtype=torch.float32)
+          sb = torch.tensor(sbv, dtype=torch.float32)
+          for fast in (False, True):
             for od in ("f32", "bf16"):
                 dt = torch.float32 if od == "f32" else torch.bfloat16
                 try:
                     d = torch._scaled_mm(a.to(dev), b_nk.to(dev).t(), sa.to(dev), sb.to(dev),
                                          out_dtype=dt, use_fast_accum=fast)
                     bits = d.cpu().view(torch.int32 if od == "f32" else torch.int16).numpy()
-                    out[f"{key}_tensor_{od}_fast{int(fast)}"] = bits
+                    out[f"{key}_{tag}tensor_{od}_fast{int(fast)}"] = bits
                     print(key, od, "fast" if fast else "slow", "ok", flush=True)
                 except Exception as e:
                     print(key, od, fast, "ERR", str(e)[:200], flush=True)
