@@ -18,6 +18,7 @@ from .accumulate import (AccumParams, IntAccumParams, BINDING, params_for, with_
 from .wgmma import wgmma, wgmma_reference
 from .gemm import gemm
 from .error_report import error_vs_k
+from .scaled_mm import scaled_mm
 from .interop import accepts_frameworks as _accepts_frameworks
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
@@ -30,6 +31,7 @@ dequantize = _accepts_frameworks(dequantize)
 diff = _accepts_frameworks(diff)
 wgmma = _accepts_frameworks(wgmma)
 gemm = _accepts_frameworks(gemm)
+scaled_mm = _accepts_frameworks(scaled_mm)
 
 __version__ = "0.1.0"
 
@@ -41,5 +43,5 @@ __all__ = [
     "quantize", "dequantize", "DelayedScaling", "describe_recipe", "scale_from_amax", "decode_e8m0",
     "WGMMA_FORMS", "parse_wgmma", "diff", "wgmma", "wgmma_reference", "gemm", "error_vs_k",
     "AccumParams", "IntAccumParams", "BINDING", "params_for", "with_params", "fdpa", "fma_f32",
-    "PROMOTE_OPS",
+    "PROMOTE_OPS", "scaled_mm",
 ]

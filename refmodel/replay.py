@@ -94,6 +94,25 @@ def replay_cvt_sweep(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
     return total
 
 
+@replayer("scaled_mm")
+def replay_scaled_mm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """torch._scaled_mm outputs recorded on the H200 against refmodel.scaled_mm."""
+    from .scaled_mm import scaled_mm
+
+    total = Result(0, 0)
+    for c in meta["cases"]:
+        sa = arrays[c["scale_a"]] if isinstance(c["scale_a"], str) else np.float32(c["scale_a"])
+        sb = arrays[c["scale_b"]] if isinstance(c["scale_b"], str) else np.float32(c["scale_b"])
+        d = np.ascontiguousarray(scaled_mm(arrays["a"], arrays["b_nk"], sa, sb, out_dtype=c["out_dtype"],
+                                           use_fast_accum=c["use_fast_accum"]))
+        got = d.view(np.int32 if d.dtype.itemsize == 4 else np.int16)
+        r = _count(got, arrays[c["array"]], f"{c['out_dtype']} fast={c['use_fast_accum']}", {})
+        total.cases += r.cases
+        total.mismatches += r.mismatches
+        total.details += r.details
+    return total
+
+
 def load_plugins() -> None:
     """Import modules that register replayers of their own (wgmma, ...), if present."""
     import importlib
