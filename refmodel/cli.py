@@ -340,6 +340,10 @@ def cmd_record(args) -> int:
         from gpu import record_cvt
 
         rc |= record_cvt.main(["--out", args.out])
+    if "torch" in args.what:
+        from gpu import record_torch
+
+        rc |= record_torch.main(["--out", args.out])
     if "wgmma" in args.what:
         from gpu import record_wgmma
 
@@ -412,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
 
     rec = sub.add_parser("record", help="re-record fixtures on the GPU, with provenance")
-    rec.add_argument("what", nargs="*", default=["cvt", "wgmma"], choices=["cvt", "wgmma"])
+    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch"], choices=["cvt", "wgmma", "torch"])
     rec.add_argument("--out", default="fixtures")
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
