@@ -21,20 +21,13 @@ import numpy as np
 
 from refmodel.case import WgmmaCase, save_case
 from refmodel.errors import InputError
+from refmodel.fragment import bits_of
 from refmodel.shrink import shrink
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 from concurrent.futures import ThreadPoolExecutor
 
 from .record_wgmma import Job, families_for, model_chain
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
-
-def _bits(x):
-    x = np.ascontiguousarray(x)
-    return x.view(_UINT[x.dtype.itemsize])
-
 
 def select_forms(target: str) -> list[WgmmaForm]:
     """An instruction, a family name (tf32, f16, bf16, fp8, int8), a dtype fragment
@@ -165,7 +158,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
             hw_fut = hw_pool.submit(hw, job, a, bm, c)   # the GPU works while the model runs
             d_model = model_chain(model, job, a, bm, c)
             d_hw = hw_fut.result()
-            bad = _bits(d_hw) != _bits(d_model)
+            bad = bits_of(d_hw) != bits_of(d_model)
             dt = time.time() - t0
             n_bad = int(bad.sum())
             rec = {"batch": b, "job": job.key, "tiles": int(a.shape[0]), "outputs": int(bad.size),
@@ -208,7 +201,7 @@ def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, r
                  imm_scale_b=cs.imm_scale_b, chain=cs.chain)
         return model_chain(model, jb, cs.a, cs.b, cs.c)
 
-    res = shrink(case, lambda cs: _bits(run_hw(cs)) != _bits(run_model(cs)))
+    res = shrink(case, lambda cs: bits_of(run_hw(cs)) != bits_of(run_model(cs)))
     res.case.notes["shrink"] = res.log
     path = out / f"repro_batch{batch}.npz"
     save_case(path, res.case, hardware=run_hw(res.case))

@@ -37,6 +37,7 @@ import numpy as np
 from refmodel.differ import diff
 from refmodel.errors import InputError
 from refmodel.fp8 import encode
+from refmodel.fragment import bits_of
 from refmodel.wgmma_forms import parse_wgmma
 
 _FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
@@ -115,11 +116,6 @@ class UserFuzzReport:
     shrink_log: list[str] = field(default_factory=list)
 
 
-def _bits(x):
-    x = np.ascontiguousarray(x)
-    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[x.dtype.itemsize])
-
-
 def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 256, k: int = 1024,
                      cases: int = 10, seed: int = 0, families=FAMILIES, out: str | Path | None = None,
                      shrink: bool = True) -> UserFuzzReport:
@@ -154,7 +150,7 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
                     p.mkdir(parents=True, exist_ok=True)
                     path = p / "user_kernel_repro.npz"
                     np.savez_compressed(path, a=small["a"], b_nk=small["b"], scale_a=small["sa"],
-                                        scale_b=small["sb"], got=_bits(small["got"]), want=_bits(small["want"]),
+                                        scale_b=small["sb"], got=bits_of(small["got"]), want=bits_of(small["want"]),
                                         schedule=np.array(json.dumps(asdict(sched))))
                     rep.repro = str(path)
             break
@@ -175,7 +171,7 @@ def shrink_gemm(run: Callable, sched: Schedule, a, b, sa, sb) -> tuple[dict, lis
         except Exception:
             return None
         want = sched.expected(a_, b_, sa_, sb_)
-        bad = _bits(got.astype(want.dtype)) != _bits(want)
+        bad = bits_of(got.astype(want.dtype)) != bits_of(want)
         return bad if bad.any() else None
 
     cur = [a, b, sa, sb]

@@ -16,11 +16,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import InputError
-from .fragment import element_dtype
+from .fragment import bits_of, element_dtype
 from .wgmma_forms import M, WgmmaForm, parse_wgmma
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
 
 @dataclass
 class WgmmaCase:
@@ -71,21 +68,16 @@ class WgmmaCase:
                                imm_scale_b=self.imm_scale_b, rs=self.rs, isolate=isolate)
 
     def nonzeros(self) -> int:
-        return int(sum(np.count_nonzero(_bits(x)) for x in (self.a, self.b, self.c)))
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x)
-    return x.view(_UINT[x.dtype.itemsize])
+        return int(sum(np.count_nonzero(bits_of(x)) for x in (self.a, self.b, self.c)))
 
 
 def save_case(path: str | Path, case: WgmmaCase, *, hardware: Optional[np.ndarray] = None) -> Path:
     """Write a replay file (raw bits + JSON configuration)."""
     path = Path(path)
-    arrays = {"a": _bits(case.a), "b": _bits(case.b), "c": _bits(case.c),
+    arrays = {"a": bits_of(case.a), "b": bits_of(case.b), "c": bits_of(case.c),
               "config": np.array(json.dumps({**case.config(), "notes": case.notes}))}
     if hardware is not None:
-        arrays["hardware"] = _bits(hardware)
+        arrays["hardware"] = bits_of(hardware)
     np.savez_compressed(path, **arrays)
     return path
 

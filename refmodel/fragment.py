@@ -70,6 +70,13 @@ def element_bytes(name: str) -> int:
     return element_dtype(name).itemsize
 
 
+def bits_of(x: np.ndarray) -> np.ndarray:
+    """Unsigned view of any 1-, 2- or 4-byte array (a view when ``x`` is contiguous), for
+    bit-for-bit comparison and editing; no dtype check (see :func:`raw_bits` for that)."""
+    x = np.ascontiguousarray(x)
+    return x.view(_UINT_OF_SIZE[x.dtype.itemsize])
+
+
 def raw_bits(x: np.ndarray, name: str) -> np.ndarray:
     """View a typed array of element type ``name`` as unsigned integers of the same width."""
     dt = element_dtype(name)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .case import WgmmaCase
-from .fragment import element_dtype
+from .fragment import bits_of, element_dtype
 from .replay import Result, _count, replayer
 from .wgmma_forms import parse_wgmma
 
@@ -29,7 +29,6 @@ def case_from_fixture(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Wg
 @replayer("wgmma")
 def replay_wgmma(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     case = case_from_fixture(meta, arrays)
-    got = np.ascontiguousarray(case.model())
-    got_bits = got.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[got.dtype.itemsize])
+    got_bits = bits_of(case.model())
     return _count(got_bits, arrays["d"], meta["instr"].split(".")[4] + " " + meta["instr"].split(".", 5)[-1],
                   {})

@@ -23,7 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from .case import WgmmaCase, _bits
+from .case import WgmmaCase
+from .fragment import bits_of
 from .errors import InputError
 from .wgmma_forms import WGMMA_FORMS, M
 
@@ -62,12 +63,6 @@ class _Shrinker:
 
 def _zero(x: np.ndarray) -> np.ndarray:
     return np.zeros_like(x)
-
-
-def _with_bits(x: np.ndarray, where, value_bits) -> np.ndarray:
-    y = x.copy()
-    _bits(y)[where] = value_bits
-    return y
 
 
 def _candidates(v: float, dtype) -> list:
@@ -150,14 +145,14 @@ def shrink(case: WgmmaCase, mismatch: MismatchFn, *, max_calls: int = 2000) -> S
     def positions(cs):
         out = []
         for name in ("a", "b", "c"):
-            for idx in np.argwhere(_bits(getattr(cs, name)) != 0):
+            for idx in np.argwhere(bits_of(getattr(cs, name)) != 0):
                 out.append((name, tuple(int(v) for v in idx)))
         return out
 
     def without(cs, drop):
         arrs = {n: getattr(cs, n).copy() for n in ("a", "b", "c")}
         for name, idx in drop:
-            _bits(arrs[name])[idx] = 0
+            bits_of(arrs[name])[idx] = 0
         return cs.with_(**arrs)
 
     pos = positions(case)
@@ -184,7 +179,7 @@ def shrink(case: WgmmaCase, mismatch: MismatchFn, *, max_calls: int = 2000) -> S
         for cv in _candidates(v, arr.dtype):
             new = arr.copy()
             new[idx] = _cast(cv, arr.dtype)
-            if _bits(new)[idx] == _bits(arr)[idx]:
+            if bits_of(new)[idx] == bits_of(arr)[idx]:
                 continue
             cand = case.with_(**{name: new})
             if sh.fails(cand):
