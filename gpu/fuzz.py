@@ -236,3 +236,50 @@ def _progress(total: int, done: int, enabled: bool):
         if close:
             bar.close()
     return upd
+
+
+# ----------------------------------------------------------------------------- cvt forms
+
+def fuzz_cvt(target: str, *, cases: int, seed: int = 0, seconds: Optional[float] = None,
+             batch: int = 1 << 20, out: str | Path = "wgref-fuzz", hw: Optional[Callable] = None) -> FuzzReport:
+    """Fuzz cvt forms (``target``: one opcode, or 'cvt' for all 28) on adversarial operands.
+
+    A mismatch is already minimal (one element): its operands, both results and the form
+    are saved to ``<out>/repro_cvt.json``."""
+    from refmodel.cvt import CVT_FORMS, cvt, parse_cvt
+    from refmodel.families import adversarial_f32
+
+    forms = list(CVT_FORMS) if target.strip() == "cvt" else [parse_cvt(target)]
+    if hw is None:
+        from .cvt import run_cvt as hw
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = FuzzReport(target, seed)
+    t0 = time.time()
+    b = 0
+    while rep.outputs < cases and (seconds is None or time.time() - t0 < seconds):
+        rng = np.random.default_rng([seed, b])
+        f = forms[int(rng.integers(len(forms)))]
+        n = min(batch, cases - rep.outputs)
+        if f.src == "f32":
+            ops = (adversarial_f32(rng, n), adversarial_f32(rng, n))
+        elif f.src == "f16x2":
+            ops = (rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32), None)
+        else:
+            ops = (rng.integers(0, 1 << 16, n, dtype=np.uint64).astype(np.uint16), None)
+        got, want = cvt(f.instr, *ops), hw(f.instr, *ops)
+        bad = np.flatnonzero(got != want)
+        rep.batches, rep.outputs, rep.mismatches = b + 1, rep.outputs + n, rep.mismatches + bad.size
+        if bad.size and rep.repro is None:
+            i = int(bad[0])
+            first = {"instr": f.instr, "a": f"0x{int(ops[0][i]):x}",
+                     "b": None if ops[1] is None else f"0x{int(ops[1][i]):x}",
+                     "refmodel": f"0x{int(got[i]):x}", "hardware": f"0x{int(want[i]):x}", "seed": [seed, b]}
+            path = out / "repro_cvt.json"
+            path.write_text(json.dumps(first, indent=1))
+            rep.repro, rep.first = str(path), {**first, "minimal": json.dumps(first)}
+            break
+        b += 1
+    rep.seconds = time.time() - t0
+    rep.tiles = rep.outputs
+    return rep

@@ -281,8 +281,18 @@ def cmd_fuzz(args) -> int:
     from gpu.runtime import require_device
 
     require_device()  # one line saying what is missing, exit 2
-    from gpu.fuzz import fuzz
+    from gpu.fuzz import fuzz, fuzz_cvt
 
+    if args.target.strip().startswith("cvt"):
+        rep = fuzz_cvt(args.target, cases=args.cases * 1024, seed=args.seed, seconds=_seconds(args.time),
+                       out=args.out)
+        if args.json:
+            print(json.dumps(rep.to_dict()))
+        else:
+            print(f"{rep.outputs} conversions compared, {rep.mismatches} mismatches, {rep.rate:.3g}/s")
+            if rep.repro:
+                print(f"first mismatch: {rep.first['minimal']}  (saved to {rep.repro})")
+        return 1 if rep.mismatches else 0
     fams = [f for f in args.families.split(",") if f] if args.families else None
     rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
                seconds=_seconds(args.time), rs={"ss": False, "rs": True}.get(args.operand),
@@ -398,8 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true")
 
     z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
-    z.add_argument("target", help="an instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256) or 'wgmma'")
-    z.add_argument("--cases", type=int, default=10000, help="tiles to run")
+    z.add_argument("target", help="a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256), "
+                   "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form")
+    z.add_argument("--cases", type=int, default=10000, help="tiles to run (cvt: thousands of conversions)")
     z.add_argument("--seed", type=int, default=0)
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
     z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")

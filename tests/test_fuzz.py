@@ -55,3 +55,24 @@ def test_planted_bug_is_caught_and_shrunk(tmp_path):
     assert case.form.n == 8 and case.chain == 1
     assert case.nonzeros() <= 3  # a[i, 31] and b[31, j] (and maybe C)
     assert (hw_d.view(np.uint32) != case.model().view(np.uint32)).any()
+
+
+def test_fuzz_cvt_catches_a_wrong_device(tmp_path):
+    from gpu.fuzz import fuzz_cvt
+    from refmodel.cvt import cvt
+
+    honest_cvt = lambda instr, a, b=None: cvt(instr, a, b)  # noqa: E731
+
+    def nan_sign_kept(instr, a, b=None):
+        """A 'device' that keeps the sign of a NaN input (0xFF instead of 0x7F)."""
+        d = cvt(instr, a, b).copy()
+        if instr.endswith(".f32"):
+            neg_nan = (a.view(np.uint32) & 0x7FFFFFFF) > 0x7F800000
+            neg_nan &= (a.view(np.uint32) >> 31).astype(bool)
+            d[neg_nan] |= np.uint16(0x8000) if d.dtype == np.uint16 else np.uint32(0x80000000)
+        return d
+
+    r = fuzz_cvt("cvt.rn.satfinite.e4m3x2.f32", cases=1 << 16, seed=1, out=tmp_path, hw=honest_cvt)
+    assert r.mismatches == 0 and r.outputs == 1 << 16
+    r = fuzz_cvt("cvt.rn.satfinite.e4m3x2.f32", cases=1 << 16, seed=1, out=tmp_path, hw=nan_sign_kept)
+    assert r.mismatches > 0 and r.first["hardware"].startswith("0xff")

@@ -59,3 +59,10 @@ def test_cupy_and_torch_cuda_inputs():
     assert d.device.type == "cuda" and d.dtype == torch.float32
     ref = refmodel.wgmma("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", a.cpu(), b.cpu())
     assert np.array_equal(d.cpu().numpy().view(np.uint32), ref.view(np.uint32))
+
+
+def test_fuzz_command_cvt(tmp_path):
+    r = wgref("fuzz", "cvt", "--cases", "4096", "--seed", "2", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    assert rep["outputs"] >= 4096 * 1024 and rep["mismatches"] == 0
