@@ -24,6 +24,8 @@ The same integer rounding kernel also produces f16 and bf16 (used by the
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numba
 import numpy as np
@@ -190,7 +192,7 @@ def encode(x, fmt: str | FormatSpec, policy: str = "satfinite") -> np.ndarray:
 def encode_reference(x, fmt: str | FormatSpec, policy: str = "satfinite") -> np.ndarray:
     """Readable float64 formula for :func:`encode` (slow; used to test the kernel).
 
-    q = x / 2**(max(floor(log2|x|), emin) - m) is exact in float64; rint() is RNE.
+    q = x * 2**(m - max(floor(log2|x|), emin)) is exact in float64; rint() is RNE.
     """
     spec = fp8_spec(fmt)
     saturate, relu = _policy_flags(policy)
@@ -212,13 +214,8 @@ def encode_reference(x, fmt: str | FormatSpec, policy: str = "satfinite") -> np.
         if a == 0:
             out[i] = sign
             continue
-        lg = max(int(np.floor(np.log2(a))), spec.emin)
-        # floor(log2) of a float64 can be off by one near powers of two: fix it exactly
-        while lg > spec.emin and a < 2.0 ** lg:
-            lg -= 1
-        while a >= 2.0 ** (lg + 1):
-            lg += 1
-        r = int(np.rint(a / 2.0 ** (lg - spec.mbits)))
+        lg = max(math.frexp(a)[1] - 1, spec.emin)  # frexp: a = m * 2**e, m in [0.5, 1), exact
+        r = int(np.rint(math.ldexp(a, spec.mbits - lg)))  # exact scaling; rint is RNE
         code = ((lg - spec.emin) << spec.mbits) + r
         out[i] = (overflow if code > spec.max_code else code) | sign
     return out.reshape(np.shape(x))
