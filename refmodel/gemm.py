@@ -48,8 +48,8 @@ from .accumulate import (PROMOTE_OPS, decode_operand, fdpa_chain, fma_f32, int_d
                          promote)
 from .errors import DTypeError, InputError
 from .fp8 import round_to_format
-from .fragment import element_dtype
-from .wgmma import (Params, _acc_bits, _check_params, _from_acc_bits, operand_codes,
+from .fragment import bits_of, element_dtype, from_bits
+from .wgmma import (Params, _check_params, operand_codes,
                     operand_spec)
 from .wgmma_forms import M as M_INSTR, parse_wgmma
 
@@ -184,9 +184,9 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
     B = decode_operand(operand_codes(b, form.dtype_b, p)[None], operand_spec(form.dtype_b, p),
                        kblk=kblk)
     if promote_every is None:
-        cbits = np.zeros((Mr, N), np.uint32) if c is None else _acc_bits(c)
+        cbits = np.zeros((Mr, N), np.uint32) if c is None else bits_of(c).astype(np.uint32)
         bits = fdpa_chain(A, B, cbits, p, kblk=kblk, rows_per_b=Mr)
-        return _convert(_from_acc_bits(bits, form.dtype_d), odt)
+        return _convert(from_bits(bits, form.dtype_d), odt)
 
     blocks_per_stage = promote_every * form.k // kblk
     stage_k = promote_every * form.k

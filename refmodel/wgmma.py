@@ -32,13 +32,12 @@ from .accumulate import (AccumParams, IntAccumParams, decode_operand, fdpa, fdpa
                          int_dot, int_dot_chain, params_for, tf32_spec)
 from .errors import DTypeError, InputError
 from .formats import BF16, E4M3, E5M2, F16, FormatSpec
-from .fragment import element_dtype
+from .fragment import bits_of, element_dtype, from_bits
 from .wgmma_forms import M, WgmmaForm, parse_wgmma
 
 Params = Union[AccumParams, IntAccumParams]
 
 _SPECS = {"e4m3": E4M3, "e5m2": E5M2, "f16": F16, "bf16": BF16}
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 # ----------------------------------------------------------------------------- validation
@@ -121,9 +120,8 @@ def operand_codes(x: np.ndarray, type_name: str, p: AccumParams, negate: bool = 
     """Unsigned integer codes of a typed operand in :func:`operand_spec` format: the raw
     bits, for tf32 the f32 container shifted right by ``p.tf32_ignored_bits``;
     ``negate`` flips every sign bit (imm-scale = -1)."""
-    x = np.ascontiguousarray(x)
-    u = _UINT[x.dtype.itemsize]
-    bits = x.view(u)
+    bits = bits_of(x)
+    u = bits.dtype.type
     spec = operand_spec(type_name, p)
     if type_name == "tf32":
         bits = bits >> u(p.tf32_ignored_bits)
@@ -140,16 +138,6 @@ def operand_values(x: np.ndarray, type_name: str, p: AccumParams) -> np.ndarray:
         mask = np.uint32((0xFFFFFFFF << p.tf32_ignored_bits) & 0xFFFFFFFF)
         x = (np.ascontiguousarray(x).view(np.uint32) & mask).view(np.float32)
     return x.astype(np.float64)
-
-
-def _acc_bits(c: np.ndarray) -> np.ndarray:
-    c = np.ascontiguousarray(c)
-    return c.view(_UINT[c.dtype.itemsize]).astype(np.uint32)
-
-
-def _from_acc_bits(bits: np.ndarray, acc: str) -> np.ndarray:
-    dt = element_dtype(acc)
-    return bits.astype(_UINT[dt.itemsize]).view(dt)
 
 
 # ----------------------------------------------------------------------------- public
@@ -178,8 +166,8 @@ def wgmma(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 
     cb = operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(nbatch, K, N)
     A = decode_operand(ca[..., None], operand_spec(form.dtype_a, p), kblk=kblk)
     B = decode_operand(cb, operand_spec(form.dtype_b, p), kblk=kblk)
-    bits = fdpa_chain(A, B, _acc_bits(c).reshape(-1, N), p, kblk=kblk, rows_per_b=M)
-    return _from_acc_bits(bits, form.dtype_d).reshape(batch + (M, N))
+    bits = fdpa_chain(A, B, bits_of(c).astype(np.uint32).reshape(-1, N), p, kblk=kblk, rows_per_b=M)
+    return from_bits(bits, form.dtype_d).reshape(batch + (M, N))
 
 
 def wgmma_reference(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 1,
