@@ -21,7 +21,7 @@ def main():
     args = ap.parse_args()
     from gpu.fuzz import fuzz
     from gpu.record_wgmma import Job, hardware_runner, make_inputs, model_chain
-    from refmodel.wgmma import wgmma
+    from refmodel.numerics.wgmma import wgmma
 
     job = Job(INSTR)
     rng = np.random.default_rng(0)

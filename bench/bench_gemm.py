@@ -1,4 +1,4 @@
-"""Throughput of refmodel.gemm (multiply-adds per second) next to numpy float64 matmul.
+"""Throughput of refmodel.numerics.gemm (multiply-adds per second) next to numpy float64 matmul.
 
     python bench/bench_gemm.py                     # e4m3 m64n256k32 chain, K = 4096
     python bench/bench_gemm.py --k 8192 --promote 4
@@ -20,9 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numba  # noqa: E402
 
-from refmodel.fp8 import encode  # noqa: E402
-from refmodel.fragment import element_dtype  # noqa: E402
-from refmodel.gemm import gemm  # noqa: E402
+from refmodel.numerics.fp8 import encode  # noqa: E402
+from refmodel.dtypes import element_dtype  # noqa: E402
+from refmodel.numerics.gemm import gemm  # noqa: E402
 from refmodel.wgmma_forms import parse_wgmma  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     prods = M * N * K
     print(f"instr     {args.instr}  M={M} N={N} K={K}  promote_every={args.promote}")
     print(f"threads   numba {numba.get_num_threads()}, cpus {os.cpu_count()}  (first call {first:.2f} s)")
-    print(f"refmodel.gemm      {t_model * 1e3:9.2f} ms  {prods / t_model / 1e6:10.0f} M products/s")
+    print(f"refmodel.numerics.gemm      {t_model * 1e3:9.2f} ms  {prods / t_model / 1e6:10.0f} M products/s")
     print(f"numpy float64 @    {t_np * 1e3:9.2f} ms  {prods / t_np / 1e6:10.0f} M products/s")
     print(f"ratio (model / numpy float64): {t_np / t_model:.3f}")
 

@@ -15,8 +15,8 @@ import time
 import ml_dtypes
 import numpy as np
 
-from refmodel import fp8
-from refmodel.sweep import CHUNK, SWEEP_FORMS, sweep_chunk, sweep_digests
+from refmodel.numerics import fp8
+from refmodel.numerics.sweep import CHUNK, SWEEP_FORMS, sweep_chunk, sweep_digests
 
 
 def per_chunk(fn, reps=3):

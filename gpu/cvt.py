@@ -1,6 +1,6 @@
-"""Hardware side of the cvt forms: inline-PTX kernels generated from refmodel.cvt.CVT_FORMS.
+"""Hardware side of the cvt forms: inline-PTX kernels generated from refmodel.numerics.cvt.CVT_FORMS.
 
-``run_cvt(instr, a, b=None)`` takes the same operands as :func:`refmodel.cvt.cvt`
+``run_cvt(instr, a, b=None)`` takes the same operands as :func:`refmodel.numerics.cvt.cvt`
 and returns the H200's results in the same dtype and shape.
 ``sweep_f32(instr, base, n)`` runs an f32 -> f8x2 form on x = base .. base+n-1 with
 both operands equal to x and returns (high bytes, number of results whose halves differ).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refmodel.cvt import CVT_FORMS, CvtForm, parse_cvt
+from refmodel.numerics.cvt import CVT_FORMS, CvtForm, parse_cvt
 
 from .runtime import compile_module, require_device
 
@@ -64,7 +64,7 @@ def _module():
 
 
 def run_cvt(instr: str, a, b=None) -> np.ndarray:
-    """Run one cvt form on the GPU, elementwise; operands as for refmodel.cvt.cvt."""
+    """Run one cvt form on the GPU, elementwise; operands as for refmodel.numerics.cvt.cvt."""
     cp = require_device()
     form = parse_cvt(instr)
     idx = CVT_FORMS.index(form)

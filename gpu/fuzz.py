@@ -6,7 +6,7 @@ model, and compares raw bits.  One JSON line per batch goes to the journal
 (``<out>/journal.jsonl``), so a killed campaign continues with ``--resume``
 (batch ``i`` always draws from seed ``(seed, i)``: resumed runs see the same cases).
 On the first mismatch the failing tiles are shrunk to a minimal reproducer
-(:mod:`refmodel.shrink`) and saved as a replay file for ``wgref replay``.
+(:mod:`refmodel.verify.shrink`) and saved as a replay file for ``wgref replay``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from refmodel.case import WgmmaCase, save_case
+from refmodel.verify.case import WgmmaCase, save_case
 from refmodel.errors import InputError
-from refmodel.fragment import bits_of
-from refmodel.shrink import shrink
+from refmodel.dtypes import bits_of
+from refmodel.verify.shrink import shrink
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 from concurrent.futures import ThreadPoolExecutor
@@ -108,7 +108,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     """Run a campaign of ``cases`` tiles (or until ``seconds``); see the module docstring.
 
     ``hw(job, a, b, c)`` and ``model(instr, a, b, c, ...)`` default to the GPU
-    (:func:`gpu.record_wgmma.hardware_runner`) and :func:`refmodel.wgmma.wgmma`.
+    (:func:`gpu.record_wgmma.hardware_runner`) and :func:`refmodel.numerics.wgmma.wgmma`.
     """
     forms = select_forms(target)
     if hw is None:
@@ -116,7 +116,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
 
         hw = hardware_runner(isolate=False)
     if model is None:
-        from refmodel.wgmma import wgmma as model
+        from refmodel.numerics.wgmma import wgmma as model
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / "journal.jsonl"
@@ -205,7 +205,7 @@ def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, r
     res.case.notes["shrink"] = res.log
     path = out / f"repro_batch{batch}.npz"
     save_case(path, res.case, hardware=run_hw(res.case))
-    from refmodel.differ import diff
+    from refmodel.verify.differ import diff
 
     d = diff(run_model(res.case), run_hw(res.case), name=path.name)
     rep.repro = str(path)
@@ -246,8 +246,8 @@ def fuzz_cvt(target: str, *, cases: int, seed: int = 0, seconds: Optional[float]
 
     A mismatch is already minimal (one element): its operands, both results and the form
     are saved to ``<out>/repro_cvt.json``."""
-    from refmodel.cvt import CVT_FORMS, cvt, parse_cvt
-    from refmodel.families import adversarial_f32
+    from refmodel.numerics.cvt import CVT_FORMS, cvt, parse_cvt
+    from refmodel.numerics.families import adversarial_f32
 
     forms = list(CVT_FORMS) if target.strip() == "cvt" else [parse_cvt(target)]
     if hw is None:

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from refmodel import cvt as model_cvt
-from refmodel.cvt import CVT_FORMS
-from refmodel.families import adversarial_f32
-from refmodel.fixtures import host_provenance, write_fixture
-from refmodel.sweep import CHUNK, N_CHUNKS, SWEEP_FORMS, combine_digests, sweep_digests, sweep_instr
+from refmodel.numerics.cvt import CVT_FORMS
+from refmodel.numerics.families import adversarial_f32
+from refmodel.verify.fixtures import host_provenance, write_fixture
+from refmodel.numerics.sweep import CHUNK, N_CHUNKS, SWEEP_FORMS, combine_digests, sweep_digests, sweep_instr
 
 from . import cvt as hw
 from .runtime import device_info, require_device
@@ -92,7 +92,7 @@ def record_sweeps(prov, out_dir, rows, bad_store, workers, nosat=True):
         key = f"{fmt}{'_relu' if relu else ''}{'' if sat else '_nosat'}"
         for c in bad_chunks[:4]:  # keep the exact mismatching inputs of the first bad chunks
             got = cp.asnumpy(run(c * CHUNK, CHUNK, cp.empty(CHUNK, dtype=cp.uint8))[0])
-            from refmodel.sweep import sweep_chunk
+            from refmodel.numerics.sweep import sweep_chunk
             ref = sweep_chunk(fmt, relu, c, saturate=sat)
             x = (np.arange(CHUNK, dtype=np.uint64) + c * CHUNK).astype(np.uint32)
             _diff(f"{key} chunk {c}", got, ref, [], bad_store, {"a": x})

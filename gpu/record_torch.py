@@ -1,9 +1,9 @@
-"""Record torch._scaled_mm (cuBLASLt FP8 GEMM) on the GPU and check refmodel.scaled_mm against it.
+"""Record torch._scaled_mm (cuBLASLt FP8 GEMM) on the GPU and check refmodel.numerics.scaled_mm against it.
 
     python -m gpu.record_torch --out fixtures
 
 Writes fixtures/torch/scaled_mm_<M>x<N>x<K>.npz (+ manifest, provenance) for the kept
-shape and compares every recorded configuration with refmodel.scaled_mm on the spot:
+shape and compares every recorded configuration with refmodel.numerics.scaled_mm on the spot:
 per-tensor scales (powers of two and not) and row-wise scales, f32 / bf16 outputs,
 use_fast_accum False / True.
 """
@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 
-from refmodel.fixtures import host_provenance, write_fixture
-from refmodel.scaled_mm import scaled_mm
+from refmodel.verify.fixtures import host_provenance, write_fixture
+from refmodel.numerics.scaled_mm import scaled_mm
 
 SHAPES = ((128, 256, 1024), (256, 512, 4096))
 KEEP = (128, 256, 1024)  # the shape stored as a fixture (the others are compared only)
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     for name, cnt, bad in all_rows:
         print(f"{name:<58} {cnt:>9} {bad:>9}")
         total += bad
-    print(f"TOTAL mismatches vs refmodel.scaled_mm: {total}")
+    print(f"TOTAL mismatches vs refmodel.numerics.scaled_mm: {total}")
     return 0 if total == 0 else 1
 
 

@@ -12,7 +12,7 @@ extremes, C near the int32 limits).  One launch per job runs all its tiles.
 
 Two checks per job:
 
-* **model**: hardware D against ``refmodel.wgmma.wgmma`` as raw bits (NaN payloads
+* **model**: hardware D against ``refmodel.numerics.wgmma.wgmma`` as raw bits (NaN payloads
   included).  Without the model module the hardware outputs are still recorded and
   the table says "model missing".
 * **exact**: families whose result is exactly representable (small integers) are
@@ -43,9 +43,9 @@ from typing import Callable
 
 import numpy as np
 
-from refmodel.fixtures import host_provenance, write_fixture
-from refmodel.formats import BF16, E4M3, E5M2, F16, F32, FormatSpec
-from refmodel.fragment import element_dtype, from_bits, raw_bits
+from refmodel.verify.fixtures import host_provenance, write_fixture
+from refmodel.numerics.formats import BF16, E4M3, E5M2, F16, F32, FormatSpec
+from refmodel.dtypes import element_dtype, from_bits, raw_bits
 from refmodel.wgmma_forms import M, WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 SEED = 20261201
@@ -411,9 +411,9 @@ def model_chain(model: Callable, job: Job, a, b, c) -> np.ndarray:
 
 
 def load_model() -> Callable | None:
-    """refmodel.wgmma.wgmma, or None when that module does not exist yet."""
+    """refmodel.numerics.wgmma.wgmma, or None when that module does not exist yet."""
     try:
-        from refmodel.wgmma import wgmma
+        from refmodel.numerics.wgmma import wgmma
     except ModuleNotFoundError as e:
         if e.name and e.name.startswith("refmodel"):
             return None
@@ -684,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and state.exists():
         state.unlink()
     model = load_model()
-    print(f"refmodel.wgmma: {'present' if model else 'model missing (recording hardware only)'}")
+    print(f"refmodel.numerics.wgmma: {'present' if model else 'model missing (recording hardware only)'}")
     isolate = not args.no_isolate
     try:
         if isolate:

@@ -4,7 +4,7 @@ You give wgref a function that runs your kernel, and the *schedule* it claims to
 (the wgmma instruction, the promotion interval into the float32 accumulator, the
 scale layout, the promotion arithmetic and the output dtype).  wgref generates
 adversarial inputs, runs your function, computes the expected output with
-:func:`refmodel.gemm.gemm` under that schedule, diffs bit for bit, and shrinks the
+:func:`refmodel.numerics.gemm.gemm` under that schedule, diffs bit for bit, and shrinks the
 first mismatch to a minimal reproducer::
 
     from gpu.userkernel import Schedule, fuzz_user_kernel
@@ -34,10 +34,10 @@ from typing import Callable, Optional
 import ml_dtypes
 import numpy as np
 
-from refmodel.differ import diff
+from refmodel.verify.differ import diff
 from refmodel.errors import InputError
-from refmodel.fp8 import encode
-from refmodel.fragment import bits_of
+from refmodel.numerics.fp8 import encode
+from refmodel.dtypes import bits_of
 from refmodel.wgmma_forms import parse_wgmma
 
 _FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
@@ -46,7 +46,7 @@ _OUT = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 @dataclass(frozen=True)
 class Schedule:
-    """What a kernel does along K, in refmodel.gemm's terms."""
+    """What a kernel does along K, in refmodel.numerics.gemm's terms."""
 
     instr: str
     promote_every: Optional[int] = 4      # wgmma instructions per float32 promotion (None: never)
@@ -55,7 +55,7 @@ class Schedule:
     scale_block: int = 128                # K (and N for B) extent of one scale
 
     def expected(self, a, b_nk, scale_a, scale_b) -> np.ndarray:
-        from refmodel.gemm import gemm
+        from refmodel.numerics.gemm import gemm
 
         f = parse_wgmma(self.instr)
         at = np.asarray(a, np.uint8).view(_FP8[f.dtype_a])
@@ -120,7 +120,7 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
                      cases: int = 10, seed: int = 0, families=FAMILIES, out: str | Path | None = None,
                      shrink: bool = True) -> UserFuzzReport:
     """Run ``cases`` inputs (cycling through ``families``) through ``run`` and the schedule's
-    refmodel.gemm, diff bit for bit, shrink and save the first mismatch (see module doc)."""
+    refmodel.numerics.gemm, diff bit for bit, shrink and save the first mismatch (see module doc)."""
     f = parse_wgmma(sched.instr)
     if m % 64 or n % f.n or k % sched.scale_block or (sched.scale_block % (32 * (sched.promote_every or 1))
                                                        and sched.promote_every):
@@ -364,7 +364,7 @@ class DemoFP8Gemm:
                                   wgmma_asm=wg)
 
     def __call__(self, a, b_nk, scale_a, scale_b) -> np.ndarray:
-        from refmodel.descriptor import MatrixDescriptor
+        from refmodel.layouts.descriptor import MatrixDescriptor
 
         from .runtime import compile_module, require_device
 

@@ -1,8 +1,8 @@
 """Run any dense sm_90a wgmma form on the GPU: kernel generator, host images, launcher.
 
 One block of 128 threads (one warpgroup) per 64 x N tile.  The host builds the
-no-swizzle K-major shared-memory images of A and B (:mod:`refmodel.descriptor`) and
-the register images of C (and of A for the RS form, :mod:`refmodel.fragment`); the
+no-swizzle K-major shared-memory images of A and B (:mod:`refmodel.layouts.descriptor`) and
+the register images of C (and of A for the RS form, :mod:`refmodel.layouts.fragment`); the
 kernel copies the images into shared memory, loads C into the accumulator
 registers, issues ``chain`` wgmmas along K (the first with the runtime scale-d,
 the rest accumulating), and writes the accumulator registers out raw.
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from refmodel.descriptor import CORE_MATRIX_BYTES, MatrixDescriptor, kmajor_offsets
+from refmodel.layouts.descriptor import CORE_MATRIX_BYTES, MatrixDescriptor, kmajor_offsets
 from refmodel.errors import InputError
-from refmodel.fragment import (accumulator_layout, element_dtype, from_bits, pack_a_fragment,
+from refmodel.layouts.fragment import (accumulator_layout, element_dtype, from_bits, pack_a_fragment,
                                pack_accumulator, raw_bits, unpack_accumulator)
 from refmodel.wgmma_forms import M, WgmmaForm, parse_wgmma
 
@@ -214,7 +214,7 @@ class Launch:
 
     @property
     def cin(self) -> np.ndarray:
-        """(T, 128, d_regs) uint32 register images of C (refmodel.fragment layout)."""
+        """(T, 128, d_regs) uint32 register images of C (refmodel.layouts.fragment layout)."""
         return pack_accumulator(from_bits(self.c_bits, self.form.dtype_d), self.form.dtype_d)
 
     @property
@@ -296,7 +296,7 @@ def _launch_on_device(launch: Launch):
     """Run the kernel; returns (cupy module, raw registers on the device, flat index on the device).
 
     C goes up in math layout and is gathered into register images on the GPU with the
-    refmodel.fragment layout (:attr:`Launch.acc_index`)."""
+    refmodel.layouts.fragment layout (:attr:`Launch.acc_index`)."""
     from .runtime import compile_module, require_device
 
     cp = require_device()
@@ -373,5 +373,12 @@ def run_wgmma(instr: str | WgmmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarra
                            imm_scale_b=imm_scale_b, rs=rs, isolate=isolate)
 
 
-__all__ = ["kernel_source", "run_wgmma", "run_wgmma_chain", "prepare_launch", "finish_launch",
+def run_case(case, *, isolate: bool = False) -> np.ndarray:
+    """The GPU's D for a :class:`refmodel.verify.case.WgmmaCase` (needs an sm_90 device)."""
+    return run_wgmma_chain(case.instr, case.a, case.b, case.c, chain=case.chain,
+                           scale_d_first=case.scale_d, imm_scale_a=case.imm_scale_a,
+                           imm_scale_b=case.imm_scale_b, rs=case.rs, isolate=isolate)
+
+
+__all__ = ["run_case", "kernel_source", "run_wgmma", "run_wgmma_chain", "prepare_launch", "finish_launch",
            "execute", "execute_math", "plan_stages", "StagePlan", "Launch", "LBO", "SBO"]

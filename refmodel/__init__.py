@@ -4,21 +4,21 @@ Pure CPU (numpy, ml_dtypes, numba); never imports cupy.
 """
 
 from .errors import WgrefError, FormError, InputError, DTypeError, DeviceError
-from .formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spec
-from .fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
+from .numerics.formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spec
+from .numerics.fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
                   unpack_x4, POLICIES)
-from .cvt import cvt, CVT_FORMS, parse_cvt
-from .scaling import (quantize, dequantize, DelayedScaling, describe_recipe, scale_from_amax,
+from .numerics.cvt import cvt, CVT_FORMS, parse_cvt
+from .numerics.scaling import (quantize, dequantize, DelayedScaling, describe_recipe, scale_from_amax,
                       decode_e8m0)
 from .wgmma_forms import WGMMA_FORMS, parse_wgmma
 
-from .differ import diff
-from .accumulate import (AccumParams, IntAccumParams, BINDING, params_for, with_params, fdpa,
+from .verify.differ import diff
+from .numerics.accumulate import (AccumParams, IntAccumParams, BINDING, params_for, with_params, fdpa,
                          fma_f32, PROMOTE_OPS)
-from .wgmma import wgmma, wgmma_reference
-from .gemm import gemm
-from .error_report import error_vs_k
-from .scaled_mm import scaled_mm
+from .numerics.wgmma import wgmma, wgmma_reference
+from .numerics.gemm import gemm
+from .numerics.error_report import error_vs_k
+from .numerics.scaled_mm import scaled_mm
 from .interop import accepts_frameworks as _accepts_frameworks
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)

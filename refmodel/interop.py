@@ -12,6 +12,8 @@ framework (same device as the given object).
 
 from __future__ import annotations
 
+import sys
+
 import functools
 from typing import Any
 
@@ -49,7 +51,7 @@ def as_numpy(x: Any) -> Any:
         t = t.resolve_conj()
     name = str(t.dtype).replace("torch.", "")
     if name in _TORCH_TO_NUMPY:
-        import torch  # already imported by the caller, who made a torch tensor
+        torch = sys.modules["torch"]  # loaded by the caller, who made a torch tensor
 
         raw = t.contiguous().view(getattr(torch, _VIEW[name])).numpy()
         return raw.view(_TORCH_TO_NUMPY[name])
@@ -61,14 +63,16 @@ def to_framework(result: np.ndarray, like: Any) -> Any:
     fw = _framework(like)
     if fw is None or not isinstance(result, np.ndarray):
         return result
+    # the caller's framework is already loaded (``like`` is one of its arrays): take it from
+    # sys.modules instead of importing it, so refmodel never imports cupy or torch itself
     if fw == "cupy":
-        import cupy
+        cupy = sys.modules["cupy"]
 
         if result.dtype in (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2),
                             np.dtype(ml_dtypes.bfloat16)):
             return cupy.asarray(result.view(np.uint8 if result.dtype.itemsize == 1 else np.uint16))
         return cupy.asarray(result)
-    import torch
+    torch = sys.modules["torch"]
 
     for name, npdt in _TORCH_TO_NUMPY.items():
         if result.dtype == np.dtype(npdt):

@@ -9,10 +9,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from refmodel import accumulate as acc
+from refmodel.numerics import accumulate as acc
 from refmodel.errors import InputError
-from refmodel.formats import BF16, E4M3, E5M2, F16, F32, TF32, decode_scalar
-from refmodel.fp8 import round_to_format
+from refmodel.numerics.formats import BF16, E4M3, E5M2, F16, F32, TF32, decode_scalar
+from refmodel.numerics.fp8 import round_to_format
 from refmodel.wgmma_forms import WGMMA_FORMS
 
 P_FP8_F32 = acc.BINDING[("fp8", "f32")]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from refmodel.cli import main
+from wgref.cli import main
 
 
 def run(capsys, *argv):
@@ -43,7 +43,7 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, msg):
 
 
 def test_unknown_format_is_usage_error():
-    r = subprocess.run([sys.executable, "-m", "refmodel.cli", "cvt", "1", "--to", "e3m4"],
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "cvt", "1", "--to", "e3m4"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
 

@@ -8,8 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel import cvt, fp8
-from refmodel.cvt import CVT_FORMS, parse_cvt
+from refmodel import cvt
+from refmodel.numerics import fp8
+from refmodel.numerics.cvt import CVT_FORMS, parse_cvt
 from refmodel.errors import DTypeError, FormError, InputError
 
 PTXAS = shutil.which("ptxas")

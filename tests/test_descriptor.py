@@ -4,7 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel.descriptor import (MatrixDescriptor, canonical_kmajor_image, default_strides,
+from refmodel.layouts.descriptor import (MatrixDescriptor, canonical_kmajor_image, default_strides,
                                  kmajor_offsets, read_kmajor_image)
 from refmodel.errors import InputError
 

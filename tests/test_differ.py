@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel.differ import diff
+from refmodel.verify.differ import diff
 from refmodel.errors import DTypeError, InputError
 
 

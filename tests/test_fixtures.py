@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from refmodel.errors import InputError
-from refmodel.fixtures import default_root, iter_entries, load_arrays, write_fixture
-from refmodel.replay import verify_all
+from refmodel.verify.fixtures import default_root, iter_entries, load_arrays, write_fixture
+from refmodel.verify.replay import verify_all
 
 ROOT = default_root()
 HAVE = any(True for _ in iter_entries(ROOT)) if ROOT.exists() else False

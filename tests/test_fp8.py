@@ -4,9 +4,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel import fp8
+from refmodel.numerics import fp8
 from refmodel.errors import DTypeError, InputError
-from refmodel.formats import E4M3, E5M2, F16, BF16, FORMATS, decode_scalar, format_spec
+from refmodel.numerics.formats import E4M3, E5M2, F16, BF16, FORMATS, decode_scalar, format_spec
 
 ML = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
 

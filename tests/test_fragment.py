@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from refmodel.errors import DTypeError, InputError
-from refmodel.fragment import (a_fragment_layout, accumulator_layout, element_dtype,
+from refmodel.layouts.fragment import (a_fragment_layout, accumulator_layout, element_dtype,
                                pack_a_fragment, pack_accumulator, render_accumulator_layout,
                                unpack_a_fragment, unpack_accumulator)
 from refmodel.wgmma_forms import WGMMA_FORMS

@@ -8,9 +8,9 @@ import pytest
 
 from gpu.fuzz import fuzz, select_forms
 from gpu.record_wgmma import model_chain
-from refmodel.case import load_case
+from refmodel.verify.case import load_case
 from refmodel.errors import InputError
-from refmodel.wgmma import wgmma
+from refmodel.numerics.wgmma import wgmma
 
 INSTR = "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3"
 
@@ -59,7 +59,7 @@ def test_planted_bug_is_caught_and_shrunk(tmp_path):
 
 def test_fuzz_cvt_catches_a_wrong_device(tmp_path):
     from gpu.fuzz import fuzz_cvt
-    from refmodel.cvt import cvt
+    from refmodel.numerics.cvt import cvt
 
     honest_cvt = lambda instr, a, b=None: cvt(instr, a, b)  # noqa: E731
 

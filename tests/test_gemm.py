@@ -1,4 +1,4 @@
-"""refmodel.gemm: wgmma chains, float32 promotion (exact fma), scales, output conversion."""
+"""refmodel.numerics.gemm: wgmma chains, float32 promotion (exact fma), scales, output conversion."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from refmodel.errors import DTypeError, InputError
-from refmodel.gemm import fma_f32, gemm, promote
-from refmodel.wgmma import wgmma, wgmma_reference
+from refmodel.numerics.gemm import fma_f32, gemm, promote
+from refmodel.numerics.wgmma import wgmma, wgmma_reference
 from refmodel.wgmma_forms import parse_wgmma
 
 from wgmma_cases import bits_of, operand
@@ -112,7 +112,7 @@ def test_fp8_chain_error_shrinks_with_promotion():
     # uniform positive data: the 13-bit truncation biases every instruction downwards,
     # so the unpromoted chain is far worse than promoting every instruction
     rng = np.random.default_rng(4)
-    from refmodel.fp8 import encode
+    from refmodel.numerics.fp8 import encode
     a = encode(rng.uniform(0, 1, (64, 2048)), "e4m3").view(E4)
     b = encode(rng.uniform(0, 1, (2048, 32)), "e4m3").view(E4)
     I = PFX + "m64n32k32.f32.e4m3.e4m3"
@@ -323,7 +323,7 @@ def test_int8_rejects_promotion():
 
 
 def test_error_vs_k_rows_and_table(tmp_path):
-    from refmodel.error_report import error_vs_k, format_table, plot_error_vs_k
+    from refmodel.numerics.error_report import error_vs_k, format_table, plot_error_vs_k
 
     rows = error_vs_k(PFX + "m64n16k32.f32.e4m3.e4m3", ks=(256, 1024), promote=(None, 1, 4, 16))
     got = {(r["k"], r["promote_every"]): r for r in rows}
@@ -343,7 +343,7 @@ def test_error_vs_k_rows_and_table(tmp_path):
 def test_plot_without_matplotlib_says_so(monkeypatch, tmp_path):
     import builtins
 
-    from refmodel.error_report import plot_error_vs_k
+    from refmodel.numerics.error_report import plot_error_vs_k
 
     real = builtins.__import__
 
@@ -358,7 +358,7 @@ def test_plot_without_matplotlib_says_so(monkeypatch, tmp_path):
 
 
 def test_error_vs_k_validation():
-    from refmodel.error_report import error_vs_k
+    from refmodel.numerics.error_report import error_vs_k
 
     with pytest.raises(InputError, match="ks must be positive multiples of 32, got \\[100\\]"):
         error_vs_k(ks=(100,))

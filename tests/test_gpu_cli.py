@@ -14,7 +14,7 @@ INSTR = "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2"
 
 
 def wgref(*args):
-    return subprocess.run([sys.executable, "-m", "refmodel.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "wgref.cli", *args], capture_output=True, text=True)
 
 
 def test_fuzz_command_json(tmp_path):
@@ -29,14 +29,15 @@ def test_fuzz_command_json(tmp_path):
 
 
 def test_replay_command_reruns_on_the_gpu(tmp_path):
-    from refmodel.case import WgmmaCase, save_case
+    from refmodel.verify.case import WgmmaCase, save_case
+    from gpu.wgmma import run_case
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 256, (2, 64, 64), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
     b = rng.integers(0, 256, (2, 64, 64), dtype=np.uint8).view(ml_dtypes.float8_e5m2)
     c = rng.standard_normal((2, 64, 64)).astype(np.float32)
     case = WgmmaCase(INSTR, a, b, c, rs=True, chain=2, imm_scale_b=-1)
-    p = save_case(tmp_path / "case.npz", case, hardware=case.hardware())
+    p = save_case(tmp_path / "case.npz", case, hardware=run_case(case))
     r = wgref("replay", str(p), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     reps = json.loads(r.stdout)["reports"]

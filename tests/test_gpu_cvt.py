@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from refmodel import cvt
-from refmodel.cvt import CVT_FORMS
-from refmodel.families import adversarial_f32
+from refmodel.numerics.cvt import CVT_FORMS
+from refmodel.numerics.families import adversarial_f32
 
 pytestmark = pytest.mark.gpu
 

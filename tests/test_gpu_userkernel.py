@@ -1,4 +1,4 @@
-"""On an H200: the demo DeepGEMM-style kernel matches refmodel.gemm bit for bit, and its
+"""On an H200: the demo DeepGEMM-style kernel matches refmodel.numerics.gemm bit for bit, and its
 planted bugs are caught and shrunk (gpu marker)."""
 
 import pytest

@@ -1,8 +1,8 @@
-"""wgmma on the GPU: layouts against exact integer products, then bits against refmodel.wgmma.
+"""wgmma on the GPU: layouts against exact integer products, then bits against refmodel.numerics.wgmma.
 
 Needs an sm_90 device (``-m gpu``; skipped otherwise unless --require-gpu).  The
 exact-product tests need no model: a failure there means a fragment or descriptor
-layout is wrong.  The model tests skip while ``refmodel.wgmma`` does not exist.
+layout is wrong.  The model tests skip while ``refmodel.numerics.wgmma`` does not exist.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from gpu import record_wgmma as rw
 from gpu.wgmma import execute, finish_launch, prepare_launch, run_wgmma, run_wgmma_chain
 from refmodel.errors import DeviceError
-from refmodel.fragment import element_dtype, raw_bits
+from refmodel.dtypes import element_dtype, raw_bits
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm
 
 pytestmark = pytest.mark.gpu
@@ -133,7 +133,7 @@ def test_isolated_launch_and_recovery_after_fault():
 # ----------------------------------------------------------------------------- against the model
 
 def _model():
-    mod = pytest.importorskip("refmodel.wgmma", reason="refmodel.wgmma (the CPU model) not written yet")
+    mod = pytest.importorskip("refmodel.numerics.wgmma", reason="refmodel.numerics.wgmma (the CPU model) not written yet")
     return mod.wgmma
 
 

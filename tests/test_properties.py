@@ -3,9 +3,9 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from refmodel import fp8
-from refmodel.cvt import cvt
-from refmodel.differ import diff
+from refmodel.numerics import fp8
+from refmodel.numerics.cvt import cvt
+from refmodel.verify.differ import diff
 
 floats64 = st.floats(allow_nan=True, allow_infinity=True, width=64)
 bits32 = st.integers(min_value=0, max_value=2**32 - 1)

@@ -11,8 +11,8 @@ import pytest
 from gpu import record_wgmma as rw
 from gpu.isolate import IsolatedRunner
 from refmodel.errors import DeviceError, FormError
-from refmodel.fixtures import load_arrays, load_manifest
-from refmodel.fragment import element_dtype, raw_bits
+from refmodel.verify.fixtures import load_arrays, load_manifest
+from refmodel.dtypes import element_dtype, raw_bits
 from refmodel.wgmma_forms import WGMMA_FORMS
 
 

@@ -1,4 +1,4 @@
-"""Tests of refmodel.scaling against independent evidence: a naive per-block loop in
+"""Tests of refmodel.numerics.scaling against independent evidence: a naive per-block loop in
 float64 (float64 +, *, / of float32 operands rounded once to float32 are correctly
 rounded float32 operations), DeepGEMM's reference cast transcribed op by op, the
 OCP MX formula, exact bounds and hand-worked values."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from refmodel.errors import DTypeError, InputError
-from refmodel.formats import fp8_spec
-from refmodel.fp8 import decode, encode, encode_reference
-from refmodel.scaling import (DelayedScaling, amax, decode_e8m0, dequantize, describe_recipe,
+from refmodel.numerics.formats import fp8_spec
+from refmodel.numerics.fp8 import decode, encode, encode_reference
+from refmodel.numerics.scaling import (DelayedScaling, amax, decode_e8m0, dequantize, describe_recipe,
                               parse_granularity, quantize, scale_from_amax, scale_shape)
 
 F32 = np.float32

@@ -4,10 +4,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel.case import WgmmaCase, load_case, save_case
+from refmodel.verify.case import WgmmaCase, load_case, save_case
 from refmodel.errors import InputError
-from refmodel.shrink import shrink
-from refmodel.wgmma import wgmma
+from refmodel.verify.shrink import shrink
+from refmodel.numerics.wgmma import wgmma
 
 INSTR = "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"
 

@@ -25,9 +25,9 @@ import pytest
 from gpu.runtime import PRELUDE
 from gpu.wgmma import (KERNEL_NAME, Launch, finish_launch, kernel_source, plan_stages,
                        prepare_launch)
-from refmodel.descriptor import MatrixDescriptor
+from refmodel.layouts.descriptor import MatrixDescriptor
 from refmodel.errors import DTypeError, InputError
-from refmodel.fragment import (element_dtype, pack_accumulator, unpack_a_fragment,
+from refmodel.layouts.fragment import (element_dtype, pack_accumulator, unpack_a_fragment,
                                unpack_accumulator)
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 

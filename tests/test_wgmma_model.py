@@ -1,4 +1,4 @@
-"""refmodel.wgmma: numba kernel vs float64 formula (bit for bit), MMA-Sim cross-check,
+"""refmodel.numerics.wgmma: numba kernel vs float64 formula (bit for bit), MMA-Sim cross-check,
 algebraic identities, integer wrap / satfinite, input validation."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refmodel import accumulate as acc
+from refmodel.numerics import accumulate as acc
 from refmodel.errors import DTypeError, FormError, InputError
-from refmodel.fragment import element_dtype
-from refmodel.wgmma import wgmma, wgmma_reference
+from refmodel.dtypes import element_dtype
+from refmodel.numerics.wgmma import wgmma, wgmma_reference
 from refmodel.wgmma_forms import parse_wgmma
 
 from wgmma_cases import bits_of, cancel_pairs, operand

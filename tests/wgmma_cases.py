@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refmodel.formats import format_spec
-from refmodel.fragment import element_dtype
+from refmodel.numerics.formats import format_spec
+from refmodel.dtypes import element_dtype
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 # element type -> format of its bits (tf32 travels in an f32 container)

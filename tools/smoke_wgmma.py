@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from gpu.wgmma import run_wgmma, run_wgmma_chain
-from refmodel.fragment import element_dtype
+from refmodel.layouts.fragment import element_dtype
 
 FORMS = [
     ("wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32", (-3, 4)),

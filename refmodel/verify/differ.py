@@ -21,8 +21,8 @@ from xml.sax.saxutils import escape, quoteattr
 import ml_dtypes
 import numpy as np
 
-from .errors import DTypeError, InputError
-from .formats import FormatSpec, format_spec
+from ..errors import DTypeError, InputError
+from ..numerics.formats import FormatSpec, format_spec
 
 # numpy dtype -> (format spec or None for integers, unsigned view type)
 _FLOAT_KINDS = {
@@ -149,7 +149,7 @@ def _is_nan(bits: np.ndarray, spec: FormatSpec) -> np.ndarray:
 def _value_str(bits: int, spec: Optional[FormatSpec]) -> str:
     if spec is None:
         return str(bits)
-    from .formats import decode_scalar
+    from ..numerics.formats import decode_scalar
 
     return repr(decode_scalar(int(bits), spec))
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import WgrefError
+from refmodel.errors import WgrefError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -65,8 +65,8 @@ def _parse_value(text: str, src: str) -> np.ndarray:
 
 @command("cvt")
 def cmd_cvt(args) -> int:
-    from .formats import fp8_spec
-    from .fp8 import decode, encode
+    from refmodel.numerics.formats import fp8_spec
+    from refmodel.numerics.fp8 import decode, encode
 
     spec = fp8_spec(args.to)
     x = _parse_value(args.value, args.src)
@@ -104,7 +104,7 @@ def cmd_cvt(args) -> int:
 
 def format_table(fmt: str) -> list[dict]:
     """One row per code of an FP8 format: code, bits, class, value."""
-    from .formats import decode_scalar, fp8_spec
+    from refmodel.numerics.formats import decode_scalar, fp8_spec
 
     spec = fp8_spec(fmt)
     rows = []
@@ -142,7 +142,7 @@ def cmd_formats(args) -> int:
 
 @command("quantize")
 def cmd_quantize(args) -> int:
-    from . import scaling
+    from refmodel.numerics import scaling
 
     try:
         x = np.load(args.input, allow_pickle=False)
@@ -171,7 +171,7 @@ def cmd_quantize(args) -> int:
 
 @command("verify")
 def cmd_verify(args) -> int:
-    from .replay import verify_all
+    from refmodel.verify.replay import verify_all
 
     rows, worst = [], 0
     t0 = time.time()
@@ -228,7 +228,7 @@ def _load_array(path: str) -> np.ndarray:
 
 @command("diff")
 def cmd_diff(args) -> int:
-    from .differ import diff
+    from refmodel.verify.differ import diff
 
     got, want = _load_array(args.got), _load_array(args.want)
     rep = diff(got, want, fmt=args.fmt, nan_equal=args.nan_equal, name=args.name or "diff")
@@ -243,7 +243,7 @@ def cmd_diff(args) -> int:
 
 @command("error")
 def cmd_error(args) -> int:
-    from .error_report import error_vs_k, format_table, plot_error_vs_k
+    from refmodel.numerics.error_report import error_vs_k, format_table, plot_error_vs_k
 
     ks = [int(k) for k in args.k.split(",")]
     promote = [None if p in ("none", "0") else int(p) for p in args.promote.split(",")]
@@ -311,8 +311,8 @@ def cmd_fuzz(args) -> int:
 
 @command("replay")
 def cmd_replay(args) -> int:
-    from .case import load_case
-    from .differ import diff
+    from refmodel.verify.case import load_case
+    from refmodel.verify.differ import diff
 
     case, hw = load_case(args.file)
     model = case.model()
@@ -321,12 +321,13 @@ def cmd_replay(args) -> int:
         reports.append(diff(model, hw, name="refmodel vs recorded hardware"))
     try:
         from gpu.runtime import gpu_available
+        from gpu.wgmma import run_case
 
         live = gpu_available() and not args.cpu
     except Exception:
         live = False
     if live:
-        reports.append(diff(model, case.hardware(isolate=True), name="refmodel vs this GPU"))
+        reports.append(diff(model, run_case(case, isolate=True), name="refmodel vs this GPU"))
     if not reports:
         raise UsageError(f"{args.file} holds no hardware output and no GPU is available to run it")
     if args.json:

@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .errors import InputError
-from .fragment import bits_of, element_dtype
-from .wgmma_forms import M, WgmmaForm, parse_wgmma
+from ..errors import InputError
+from ..dtypes import bits_of, element_dtype
+from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 @dataclass
 class WgmmaCase:
@@ -48,7 +48,7 @@ class WgmmaCase:
 
     def model(self) -> np.ndarray:
         """refmodel's D: the chain of instructions, each one's D the next one's C."""
-        from .wgmma import wgmma
+        from ..numerics.wgmma import wgmma
 
         f = self.form
         d = self.c
@@ -58,14 +58,6 @@ class WgmmaCase:
                       scale_d=self.scale_d if s == 0 else True,
                       imm_scale_a=self.imm_scale_a, imm_scale_b=self.imm_scale_b)
         return d
-
-    def hardware(self, *, isolate: bool = False) -> np.ndarray:
-        """The GPU's D (needs an sm_90 device)."""
-        from gpu.wgmma import run_wgmma_chain
-
-        return run_wgmma_chain(self.instr, self.a, self.b, self.c, chain=self.chain,
-                               scale_d_first=self.scale_d, imm_scale_a=self.imm_scale_a,
-                               imm_scale_b=self.imm_scale_b, rs=self.rs, isolate=isolate)
 
     def nonzeros(self) -> int:
         return int(sum(np.count_nonzero(bits_of(x)) for x in (self.a, self.b, self.c)))

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from .case import WgmmaCase
-from .fragment import bits_of, element_dtype
+from ..dtypes import bits_of, element_dtype
 from .replay import Result, _count, replayer
-from .wgmma_forms import parse_wgmma
+from ..wgmma_forms import parse_wgmma
 
 
 def case_from_fixture(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> WgmmaCase:

@@ -38,9 +38,9 @@ from typing import Optional, Union
 import numba
 import numpy as np
 
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 from .formats import TF32, FormatSpec, format_spec
-from .wgmma_forms import WgmmaForm
+from ..wgmma_forms import WgmmaForm
 
 # ----------------------------------------------------------------------------- binding
 

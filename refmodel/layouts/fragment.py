@@ -31,66 +31,17 @@ and D[0,1] (high half); thread 37 (w=1, g=1, q=1) element 0 is D[17,2].
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-from .errors import DTypeError, InputError
+from ..dtypes import (ELEMENT_DTYPES, _UINT_OF_SIZE, bits_of, element_bytes,  # noqa: F401
+                      element_dtype, from_bits, raw_bits)
+from ..errors import DTypeError, InputError
 
 THREADS = 128
 M = 64
 
-# element type name -> numpy dtype of the typed arrays wgref uses for it
-ELEMENT_DTYPES: dict[str, np.dtype] = {
-    "e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "tf32": np.dtype(np.float32),  # tf32 travels in float32 containers
-    "f32": np.dtype(np.float32),
-    "s8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8),
-    "s32": np.dtype(np.int32),
-}
-
-_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
 # K of the single wgmma for each A type (every dense form reads 32 bytes of K)
 _K_OF = {"tf32": 8, "f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
-
-
-def element_dtype(name: str) -> np.dtype:
-    """numpy dtype of the typed arrays for a PTX element type ('e4m3', 'f16', 's32', ...)."""
-    if name not in ELEMENT_DTYPES:
-        raise InputError(f"unknown element type {name!r}; known are {', '.join(ELEMENT_DTYPES)}")
-    return ELEMENT_DTYPES[name]
-
-
-def element_bytes(name: str) -> int:
-    """Bytes one element of this type occupies in memory and registers."""
-    return element_dtype(name).itemsize
-
-
-def bits_of(x: np.ndarray) -> np.ndarray:
-    """Unsigned view of any 1-, 2- or 4-byte array (a view when ``x`` is contiguous), for
-    bit-for-bit comparison and editing; no dtype check (see :func:`raw_bits` for that)."""
-    x = np.ascontiguousarray(x)
-    return x.view(_UINT_OF_SIZE[x.dtype.itemsize])
-
-
-def raw_bits(x: np.ndarray, name: str) -> np.ndarray:
-    """View a typed array of element type ``name`` as unsigned integers of the same width."""
-    dt = element_dtype(name)
-    x = np.asarray(x)
-    if x.dtype != dt:
-        raise DTypeError(f"{name} data must be a {dt.name} array, got {x.dtype.name}")
-    return np.ascontiguousarray(x).view(_UINT_OF_SIZE[dt.itemsize])
-
-
-def from_bits(bits: np.ndarray, name: str) -> np.ndarray:
-    """Inverse of :func:`raw_bits`: reinterpret unsigned integers as element type ``name``."""
-    dt = element_dtype(name)
-    u = _UINT_OF_SIZE[dt.itemsize]
-    return np.ascontiguousarray(np.asarray(bits).astype(u, copy=False)).view(dt)
 
 
 def _thread_parts() -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 
 SWIZZLE_NAMES = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
 CORE_ROWS = 8

@@ -79,7 +79,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 from .formats import FormatSpec, fp8_spec
 from .fp8 import POLICIES, _as_float_array, decode, encode
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DTypeError, FormError, InputError
+from ..errors import DTypeError, FormError, InputError
 from .formats import FORMATS, format_spec
 from .fp8 import convert_codes
 from .sweep import encode_f32_fast

@@ -46,7 +46,7 @@ def _count(got: np.ndarray, want: np.ndarray, label: str, inputs: dict[str, np.n
 
 @replayer("cvt")
 def replay_cvt(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
-    from .cvt import cvt
+    from ..numerics.cvt import cvt
 
     a, b = arrays["a"], arrays.get("b")
     total = Result(0, 0)
@@ -65,8 +65,8 @@ QUICK_CHUNKS = tuple(range(0x38, 0x48)) + tuple(range(0xB8, 0xC8)) + (0x00, 0x7F
 
 @replayer("cvt_sweep")
 def replay_cvt_sweep(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
-    from .cvt import cvt
-    from .sweep import combine_digests, sweep_digests
+    from ..numerics.cvt import cvt
+    from ..numerics.sweep import combine_digests, sweep_digests
 
     total = Result(0, 0)
     stride, n = meta["sample_stride"], meta["sample_n"]
@@ -97,7 +97,7 @@ def replay_cvt_sweep(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
 @replayer("scaled_mm")
 def replay_scaled_mm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     """torch._scaled_mm outputs recorded on the H200 against refmodel.scaled_mm."""
-    from .scaled_mm import scaled_mm
+    from ..numerics.scaled_mm import scaled_mm
 
     total = Result(0, 0)
     for c in meta["cases"]:
@@ -117,7 +117,7 @@ def load_plugins() -> None:
     """Import modules that register replayers of their own (wgmma, ...), if present."""
     import importlib
 
-    for mod in ("refmodel.replay_wgmma",):
+    for mod in ("refmodel.verify.replay_wgmma",):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError:

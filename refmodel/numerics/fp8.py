@@ -30,7 +30,7 @@ import ml_dtypes
 import numba
 import numpy as np
 
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 from .formats import FormatSpec, F16, BF16, F32, F64, format_spec, fp8_spec
 
 POLICIES = ("satfinite", "nosat", "relu")

@@ -16,7 +16,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ import numpy as np
 
 from .accumulate import (AccumParams, IntAccumParams, decode_operand, fdpa, fdpa_chain,
                          int_dot, int_dot_chain, params_for, tf32_spec)
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 from .formats import BF16, E4M3, E5M2, F16, FormatSpec
-from .fragment import bits_of, element_dtype, from_bits
-from .wgmma_forms import M, WgmmaForm, parse_wgmma
+from ..dtypes import bits_of, element_dtype, from_bits
+from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 Params = Union[AccumParams, IntAccumParams]
 

@@ -17,13 +17,13 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .fp8 import encode
-from .fragment import element_dtype
+from ..dtypes import element_dtype
 from .gemm import PROMOTE_OPS, gemm
 from .accumulate import params_for
 from .wgmma import operand_values
-from .wgmma_forms import parse_wgmma
+from ..wgmma_forms import parse_wgmma
 
 DEFAULT_INSTR = "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
 DISTRIBUTIONS = ("uniform", "normal")

@@ -24,9 +24,9 @@ from typing import Callable
 import numpy as np
 
 from .case import WgmmaCase
-from .fragment import bits_of
-from .errors import InputError
-from .wgmma_forms import WGMMA_FORMS, M
+from ..dtypes import bits_of
+from ..errors import InputError
+from ..wgmma_forms import WGMMA_FORMS, M
 
 MismatchFn = Callable[[WgmmaCase], np.ndarray]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .fp8 import round_to_format
 from .gemm import gemm
 

@@ -34,7 +34,7 @@ A promotion stage must lie inside one scale block (K/Kb a multiple of n * instr 
 Scales need ``promote_every``: they are applied when partial sums are promoted.
 
 Finally the result is converted to ``out_dtype`` (f32, f16 or bf16; RNE, overflow
-to Inf) with :func:`refmodel.fp8.round_to_format`.
+to Inf) with :func:`refmodel.numerics.fp8.round_to_format`.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ import numpy as np
 
 from .accumulate import (PROMOTE_OPS, decode_operand, fdpa_chain, fma_f32, int_dot_chain,  # noqa: F401
                          promote)
-from .errors import DTypeError, InputError
+from ..errors import DTypeError, InputError
 from .fp8 import round_to_format
-from .fragment import bits_of, element_dtype, from_bits
+from ..dtypes import bits_of, element_dtype, from_bits
 from .wgmma import (Params, _check_params, operand_codes,
                     operand_spec)
-from .wgmma_forms import M as M_INSTR, parse_wgmma
+from ..wgmma_forms import M as M_INSTR, parse_wgmma
 
 _OUT_DTYPES = {"f32": np.dtype(np.float32), "float32": np.dtype(np.float32),
                "f16": np.dtype(np.float16), "float16": np.dtype(np.float16),

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 FIXTURE_ROOT_ENV = "WGREF_FIXTURES"
 
@@ -36,7 +36,7 @@ def default_root() -> Path:
     env = os.environ.get(FIXTURE_ROOT_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "fixtures"
+    return Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def sha256_file(path: str | Path) -> str:

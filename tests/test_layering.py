@@ -1,0 +1,109 @@
+"""The package's architecture, enforced: who may import whom.
+
+ground (refmodel/*.py: errors, dtypes, wgmma_forms, interop)  <-  numerics, layouts
+numerics  and  layouts  never import each other;  machine composes both;
+verify sits on the model;  refmodel never imports gpu, cupy or the CLI (not lazily
+either);  gpu reads refmodel, never the reverse;  the CLI (wgref) sits on top of all.
+Every import statement is checked, including those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("numerics", "layouts", "machine", "verify")
+
+# layer -> refmodel layers it must not import
+FORBIDDEN = {
+    "ground": set(LAYERS),
+    "numerics": {"layouts", "machine", "verify"},
+    "layouts": {"numerics", "machine", "verify"},
+    "machine": {"verify"},
+    "verify": set(),
+}
+NEVER_FROM_REFMODEL = {"gpu", "cupy", "wgref", "torch"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in a file, relative ones resolved."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.append((node.lineno, mod))
+            # "from refmodel import numerics" imports the subpackage too
+            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names]
+    return out
+
+
+def _layer(mod: str) -> str | None:
+    parts = mod.split(".")
+    if parts[0] != "refmodel":
+        return None
+    if len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1]
+    return "ground"
+
+
+def _refmodel_files():
+    return sorted((ROOT / "refmodel").rglob("*.py"))
+
+
+def test_every_refmodel_module_has_a_layer():
+    for p in _refmodel_files():
+        rel = p.relative_to(ROOT / "refmodel")
+        assert len(rel.parts) == 1 or rel.parts[0] in LAYERS, f"{rel} is in no layer"
+
+
+@pytest.mark.parametrize("path", _refmodel_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_refmodel_imports_respect_layers(path):
+    mod = _module_name(path)
+    own = _layer(mod)
+    if path.name == "__init__.py" and mod == "refmodel":
+        own = "facade"  # the package's public face re-exports every layer
+    for line, imp in _imports(path):
+        top = imp.split(".")[0]
+        assert top not in NEVER_FROM_REFMODEL, f"{mod}:{line} imports {imp}: refmodel never imports {top}"
+        target = _layer(imp)
+        if own == "facade" or target is None:
+            continue
+        assert target not in FORBIDDEN[own], (
+            f"{mod}:{line} imports {imp}: the {own} layer must not import the {target} layer")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "gpu").glob("*.py")), ids=lambda p: p.name)
+def test_gpu_never_imports_the_cli(path):
+    for line, imp in _imports(path):
+        assert imp.split(".")[0] != "wgref", f"gpu/{path.name}:{line} imports {imp}: the CLI sits on top"
+
+
+def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
+    """The rule catches a lazy cross-layer import (so the tests above can fail)."""
+    bad = ROOT / "refmodel" / "layouts" / "_probe_violation.py"
+    bad.write_text("def f():\n    from ..numerics import fp8\n    import cupy\n")
+    try:
+        with pytest.raises(AssertionError, match="numerics layer"):
+            test_refmodel_imports_respect_layers(bad)
+    finally:
+        bad.unlink()

@@ -1,0 +1,1 @@
+"""wgref command line: the top layer, over refmodel (CPU model) and gpu (hardware)."""
