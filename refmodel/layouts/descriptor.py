@@ -172,3 +172,71 @@ def read_kmajor_image(image: np.ndarray, shape: tuple[int, int], dtype, *, lbo: 
         raise InputError(f"a {rows}x{k} {dtype.name} operand with LBO={lbo}, SBO={sbo} needs "
                          f"{int(off.max()) + 1} bytes, the image has {image.size}")
     return np.ascontiguousarray(image[off]).view(dtype).reshape(rows, k)
+
+
+# ----------------------------------------------------------------------------- addressing
+
+#: How the descriptor's base-offset field enters the swizzle (see :func:`operand_addresses`).
+#: The H200 answers "subtract": the swizzle phase is ``((address >> 7) - base_offset)``, masked
+#: to the mode's bits (1, 2, 3 for 32B, 64B, 128B).  "ignore", "add" and "xor" were tried on
+#: the same recordings and each mispredicts (fixtures/layouts, docs/layouts.md).
+BASE_OFFSET_RULE = "subtract"
+
+
+def _swizzle_with_base(addr: np.ndarray, bits: int, base_offset: int, rule: str) -> np.ndarray:
+    """Physical address of logical address ``addr`` for a swizzle of ``bits`` (B) with the
+    descriptor's base offset applied by ``rule`` to the 128-byte line index."""
+    if bits == 0:
+        return addr
+    line = addr >> 7
+    if rule == "ignore":
+        phase = line
+    elif rule == "subtract":
+        phase = line - base_offset
+    elif rule == "add":
+        phase = line + base_offset
+    elif rule == "xor":
+        phase = line ^ base_offset
+    else:
+        raise InputError(f"unknown base-offset rule {rule!r}")
+    return addr ^ ((phase & ((1 << bits) - 1)) << 4)
+
+
+def operand_addresses(desc: "MatrixDescriptor | int", rows: int, k: int, elem_bytes: int, *,
+                      major: str = "K", rule: str | None = None) -> np.ndarray:
+    """(rows, k * elem_bytes) int64: the absolute shared address the hardware reads for each
+    byte of an ``rows x k`` operand (A: 64 x K; B viewed as N x K) described by ``desc``.
+
+    The start address plus the canonical layout's offsets (:class:`refmodel.layouts.smem.SmemLayout`)
+    give the logical address; the swizzle then XORs address bits 4.. with the 128-byte
+    line index (bits 7..), on the absolute address, the base-offset field entering by
+    :data:`BASE_OFFSET_RULE`.
+    """
+    from .smem import SmemLayout
+    from .swizzle import mode_from_desc_code
+
+    d = desc if isinstance(desc, MatrixDescriptor) else MatrixDescriptor.decode(desc)
+    mode = mode_from_desc_code(d.swizzle)
+    lay = SmemLayout(major, mode, elem_bytes, d.lbo, d.sbo)
+    logical = d.start_address + lay.offsets(rows, k)
+    return _swizzle_with_base(logical, mode.bits, int(d.base_offset), rule or BASE_OFFSET_RULE)
+
+
+def describe(desc: "MatrixDescriptor | int") -> list[str]:
+    """Notes on a descriptor: the fields, and what is legal but unusual (ignored fields,
+    a swizzled start not on the pattern's period, a zero stride)."""
+    from .swizzle import mode_from_desc_code
+
+    d = desc if isinstance(desc, MatrixDescriptor) else MatrixDescriptor.decode(desc)
+    mode = mode_from_desc_code(d.swizzle)
+    notes = [f"start address {d.start_address:#x} ({d.start_address} bytes)",
+             f"LBO {d.lbo} bytes, SBO {d.sbo} bytes, base offset {d.base_offset}, swizzle {mode.name}"]
+    if mode.bits and d.start_address % mode.period and d.base_offset == 0:
+        notes.append(f"the start is {d.start_address % mode.period} bytes into a {mode.period}-byte "
+                     f"{mode.name} pattern: fine for a K step inside a swizzle row (+32 B), "
+                     f"otherwise check the tile was written with the same absolute-address swizzle")
+    if mode.bits == 0 and d.base_offset:
+        notes.append("base offset is only meaningful for swizzled modes")
+    if d.sbo == 0:
+        notes.append("SBO is 0: every 8-row group reads the same bytes")
+    return notes

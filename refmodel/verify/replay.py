@@ -117,7 +117,7 @@ def load_plugins() -> None:
     """Import modules that register replayers of their own (wgmma, ...), if present."""
     import importlib
 
-    for mod in ("refmodel.verify.replay_wgmma",):
+    for mod in ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_layouts"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError:

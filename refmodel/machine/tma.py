@@ -1,0 +1,72 @@
+"""The shared-memory image a 2-D TMA tile load (``cp.async.bulk.tensor.2d``) writes.
+
+The box's ``box_rows x box_cols`` elements starting at global element ``(row0, col0)``
+are written row after row, densely (``box_cols * e`` bytes a row), at the destination
+``dst``; elements outside the tensor are filled with zero (``OOB_FILL_NONE``).  With a
+swizzle mode, each byte goes to ``swizzle(address)`` on the absolute shared address
+(the same XOR of 16-byte atoms as :mod:`refmodel.layouts.swizzle`), which requires rows
+of at most the swizzle width: ``box_cols * e <= W``.
+
+Worked example: e4m3 box 64 x 128 with 128B swizzle at a 1024-aligned ``dst``: global
+row ``r`` (box row i) lands on 128-byte line i, its atom ``c`` at atom ``c ^ (i % 8)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..layouts.swizzle import swizzle_mode
+
+
+def _pos(name: str, v, lo: int, hi: int) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v <= hi:
+        raise InputError(f"{name} must be an int in {lo}..{hi}, got {v!r}")
+    return int(v)
+
+
+def tma_offsets(box: tuple[int, int], elem_bytes: int, mode="none", *, dst: int = 0,
+                smem_base: int = 0) -> np.ndarray:
+    """(box_rows, box_cols * e) shared byte offsets (relative to the image) of each box byte."""
+    m = swizzle_mode(mode)
+    br = _pos("box rows", box[0], 1, 256)
+    bc = _pos("box columns", box[1], 1, 256)
+    row_bytes = bc * elem_bytes
+    if row_bytes % 16:
+        raise InputError(f"a TMA box row must be a multiple of 16 bytes, got {bc} x {elem_bytes} = {row_bytes}")
+    if m.bits and row_bytes > m.width:
+        raise InputError(f"with {m.name} swizzle a TMA box row may be at most {m.width} bytes, got {row_bytes}")
+    if not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
+        raise InputError(f"the TMA destination must be a non-negative multiple of 128 bytes, got {dst!r}")
+    i = np.arange(br, dtype=np.int64)[:, None]
+    b = np.arange(row_bytes, dtype=np.int64)[None, :]
+    logical = smem_base + dst + i * row_bytes + b
+    return np.asarray(m.swizzle(logical)) - smem_base
+
+
+def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], mode="none", *,
+             dst: int = 0, smem_size: int | None = None, smem_base: int = 0, fill: int = 0x5A) -> np.ndarray:
+    """uint8 image (``smem_size`` bytes, ``fill`` where not written) after a TMA load of the
+    ``box`` at ``coords`` (row, col) of the 2-D row-major ``tensor``."""
+    t = np.asarray(tensor)
+    if t.ndim != 2 or t.dtype.itemsize not in (1, 2, 4):
+        raise InputError(f"the tensor must be 2-D with 1-, 2- or 4-byte elements, got {t.dtype.name} {t.shape}")
+    e = t.dtype.itemsize
+    off = tma_offsets(box, e, mode, dst=dst, smem_base=smem_base)
+    br, bc = int(box[0]), int(box[1])
+    r0, c0 = (int(coords[0]), int(coords[1]))
+    rows = np.arange(r0, r0 + br)[:, None]
+    cols = np.arange(c0, c0 + bc)[None, :]
+    inside = (rows >= 0) & (rows < t.shape[0]) & (cols >= 0) & (cols < t.shape[1])
+    vals = np.zeros((br, bc), dtype=t.dtype)
+    vals[inside] = t[np.clip(rows, 0, t.shape[0] - 1), np.clip(cols, 0, t.shape[1] - 1)][inside]
+    need = int(off.max()) + 1
+    size = need if smem_size is None else int(smem_size)
+    if size < need:
+        raise InputError(f"the box needs {need} bytes of shared memory, the image has {size}")
+    img = np.full(size, fill, dtype=np.uint8)
+    img[off] = np.ascontiguousarray(vals).view(np.uint8).reshape(br, bc * e)
+    return img
+
+
+__all__ = ["tma_load", "tma_offsets"]

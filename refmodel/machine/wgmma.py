@@ -1,0 +1,122 @@
+"""wgmma from what a kernel really has: a shared-memory image, descriptors, registers.
+
+:func:`wgmma_smem` reads A and B through their 64-bit descriptors exactly as the
+hardware reads them (canonical layout, LBO/SBO, swizzle on the absolute shared address,
+base offset: :func:`refmodel.layouts.descriptor.operand_addresses`), so a wrong field
+gives the same wrong answer as the GPU; then the accumulator is the numerics layer's
+:func:`refmodel.numerics.wgmma.wgmma`.  :func:`wgmma_registers` is the per-thread view:
+accumulator registers (128, regs) in and out, A from a descriptor or from registers (RS).
+
+Worked example: f16 m64n8k16, A K-major with no swizzle at shared address 0x400 (LBO 128,
+SBO 256): A[9, 3] is byte pair ``0x400 + 1*256 + 1*16 + 6`` = 0x516..0x517.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import element_dtype
+from ..errors import DTypeError, InputError
+from ..layouts.descriptor import MatrixDescriptor, operand_addresses
+from ..layouts.fragment import (pack_accumulator, unpack_a_fragment, unpack_accumulator)
+from ..numerics.wgmma import wgmma as _wgmma_math
+from ..wgmma_forms import M, WgmmaForm, parse_wgmma
+
+
+def _image(smem) -> np.ndarray:
+    s = np.asarray(smem)
+    if s.dtype != np.uint8 or s.ndim != 1:
+        raise DTypeError(f"the shared-memory image must be a 1-D uint8 array, got {s.dtype.name} "
+                         f"with shape {s.shape}")
+    return s
+
+
+def _flag(name: str, v) -> int:
+    if isinstance(v, (bool, np.bool_)) or v in (0, 1):
+        return int(v)
+    raise InputError(f"{name} must be 0 or 1, got {v!r}")
+
+
+def _desc(name: str, d) -> MatrixDescriptor:
+    if isinstance(d, MatrixDescriptor):
+        return d
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+        raise InputError(f"{name} must be a 64-bit descriptor (int), got {type(d).__name__}")
+    return MatrixDescriptor.decode(int(d))
+
+
+def read_operand(smem, desc, rows: int, k: int, dtype_name: str, *, major: str = "K",
+                 smem_base: int = 0, name: str = "operand") -> np.ndarray:
+    """The (rows, k) typed operand the hardware reads through ``desc`` from ``smem``
+    (whose first byte is at shared address ``smem_base``)."""
+    img = _image(smem)
+    d = _desc(f"{name} descriptor", desc)
+    dt = element_dtype(dtype_name)
+    addr = operand_addresses(d, rows, k, dt.itemsize, major=major)
+    if not isinstance(smem_base, (int, np.integer)) or isinstance(smem_base, bool) or smem_base < 0:
+        raise InputError(f"smem_base must be a non-negative int, got {smem_base!r}")
+    rel = addr - int(smem_base)
+    lo, hi = int(rel.min()), int(rel.max())
+    if lo < 0 or hi >= img.size:
+        field = "start address" if lo < 0 or d.sbo == 0 else "start address / SBO / LBO"
+        raise InputError(f"the {name} descriptor ({field}: start {d.start_address:#x}, LBO {d.lbo}, "
+                         f"SBO {d.sbo}) reads shared addresses {int(addr.min()):#x}..{int(addr.max()):#x}, "
+                         f"outside the image {smem_base:#x}..{smem_base + img.size - 1:#x}")
+    return np.ascontiguousarray(img[rel]).view(dt).reshape(rows, k)
+
+
+def _operands(form: WgmmaForm, smem, a_desc, b_desc, smem_base, trans_a, trans_b):
+    if (trans_a or trans_b) and not form.has_transpose:
+        raise InputError(f"{form.instr}: imm-trans is only for f16/bf16; {form.dtype_a} operands "
+                         f"must be K-major (imm-trans 0)")
+    a = None
+    if a_desc is not None:
+        a = read_operand(smem, a_desc, M, form.k, form.dtype_a, major="MN" if trans_a else "K",
+                         smem_base=smem_base, name="A")
+    bt = read_operand(smem, b_desc, form.n, form.k, form.dtype_b, major="MN" if trans_b else "K",
+                      smem_base=smem_base, name="B")
+    return a, np.ascontiguousarray(bt.T)
+
+
+def wgmma_smem(instr: str, smem, a_desc, b_desc, c=None, *, smem_base: int = 0, scale_d=True,
+               imm_scale_a: int = 1, imm_scale_b: int = 1, imm_trans_a: int = 0,
+               imm_trans_b: int = 0) -> np.ndarray:
+    """D (64, N) of one SS wgmma whose operands are read from ``smem`` through the descriptors.
+
+    ``smem`` is a uint8 image whose first byte sits at shared address ``smem_base``;
+    ``a_desc``/``b_desc`` 64-bit descriptors (ints or :class:`MatrixDescriptor`);
+    ``c`` (64, N) in the accumulator's dtype (None: zeros).
+    """
+    form = parse_wgmma(instr)
+    ta, tb = _flag("imm_trans_a", imm_trans_a), _flag("imm_trans_b", imm_trans_b)
+    a, b = _operands(form, smem, a_desc, b_desc, smem_base, ta, tb)
+    return _wgmma_math(form.instr, a, b, c, scale_d=scale_d, imm_scale_a=imm_scale_a,
+                       imm_scale_b=imm_scale_b)
+
+
+def wgmma_registers(instr: str, smem, a, b_desc, c_regs=None, *, smem_base: int = 0, scale_d=True,
+                    imm_scale_a: int = 1, imm_scale_b: int = 1, imm_trans_a: int = 0,
+                    imm_trans_b: int = 0) -> np.ndarray:
+    """Per-thread wgmma: accumulator registers (128, regs) uint32 in and out.
+
+    ``a`` is a descriptor (SS form) or the A registers, uint32 (128, 4) (RS form: the
+    register fragment of :mod:`refmodel.layouts.fragment`).  ``c_regs`` None means zeros.
+    """
+    form = parse_wgmma(instr)
+    ta, tb = _flag("imm_trans_a", imm_trans_a), _flag("imm_trans_b", imm_trans_b)
+    regs_a = not isinstance(a, (int, np.integer, MatrixDescriptor))
+    if regs_a and ta:
+        raise InputError("imm_trans_a applies only when A is in shared memory; A from registers has no transpose")
+    a_mat, b = _operands(form, smem, None if regs_a else a, b_desc, smem_base, ta, tb)
+    if regs_a:
+        ar = np.asarray(a)
+        if ar.shape != (128, 4) or ar.dtype.kind not in "iu":
+            raise InputError(f"A registers must be uint32 of shape (128, 4), got {ar.dtype.name} {ar.shape}")
+        a_mat = unpack_a_fragment(ar.astype(np.uint32), form.dtype_a)
+    c = None if c_regs is None else unpack_accumulator(np.asarray(c_regs), form.n, form.dtype_d)
+    d = _wgmma_math(form.instr, a_mat, b, c, scale_d=scale_d, imm_scale_a=imm_scale_a,
+                    imm_scale_b=imm_scale_b)
+    return pack_accumulator(d, form.dtype_d)
+
+
+__all__ = ["wgmma_smem", "wgmma_registers", "read_operand"]
