@@ -315,40 +315,34 @@ extern "C" __global__ void tma_kernel(const __grid_constant__ TmapT tmap, int x,
 TMAP_DTYPE = np.dtype([("v", np.uint64, (16,))])
 
 
+_CU_DTYPE = {1: 0, 2: 1, 4: 2}  # CU_TENSOR_MAP_DATA_TYPE_UINT8 / UINT16 / UINT32
+
+
 def encode_tensor_map(ptr: int, dims: tuple[int, int], elem_bytes: int, box: tuple[int, int],
                       swizzle_tma: int) -> bytes:
-    """128-byte CUtensorMap of a 2-D row-major tensor (dims = (rows, cols)) through the driver's
-    cuTensorMapEncodeTiled (cuda-python).  ``box`` = (box_rows, box_cols)."""
-    try:
-        from cuda.bindings import driver as drv
-    except ImportError:  # older cuda-python
-        from cuda import cuda as drv  # type: ignore
-    dtype = {1: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-             2: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,
-             4: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT32}[elem_bytes]
-    sw = [drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE, drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
-          drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B, drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B][swizzle_tma]
-    rows, cols = dims
-    args = (dtype, 2, ptr, [cols, rows], [cols * elem_bytes], [box[1], box[0]], [1, 1],
-            drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-            drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
-            drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    try:
-        err, tmap = drv.cuTensorMapEncodeTiled(*args)
-    except TypeError:
-        u64, u32 = drv.cuuint64_t, drv.cuuint32_t
-        args = (args[0], 2, ptr, [u64(cols), u64(rows)], [u64(cols * elem_bytes)], [u32(box[1]), u32(box[0])],
-                [u32(1), u32(1)]) + args[7:]
-        err, tmap = drv.cuTensorMapEncodeTiled(*args)
-    if int(err) != 0:
-        raise InputError(f"cuTensorMapEncodeTiled refused dims={dims} box={box} elem={elem_bytes} "
-                         f"swizzle={swizzle_tma}: {err}")
+    """128-byte CUtensorMap of a 2-D row-major tensor (dims = (rows, cols)) at device address
+    ``ptr``, made by the driver's ``cuTensorMapEncodeTiled`` (called through ctypes on
+    libcuda, so no binding layer stands between us and the bytes).  ``box`` = (box_rows,
+    box_cols); ``swizzle_tma`` the CUtensorMapSwizzle value (0 none, 1 32B, 2 64B, 3 128B);
+    no interleave, no L2 promotion, zero fill out of bounds."""
     import ctypes
 
-    raw = ctypes.string_at(int(tmap.getPtr()), 128)
-    if len(raw) != 128:
-        raise InputError(f"a CUtensorMap must be 128 bytes, got {len(raw)}")
-    return raw
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuTensorMapEncodeTiled
+    fn.restype = ctypes.c_int
+    tmap = (ctypes.c_uint64 * 16)()
+    rows, cols = dims
+    gdim = (ctypes.c_uint64 * 2)(cols, rows)
+    gstride = (ctypes.c_uint64 * 1)(cols * elem_bytes)
+    bdim = (ctypes.c_uint32 * 2)(box[1], box[0])
+    estr = (ctypes.c_uint32 * 2)(1, 1)
+    err = fn(ctypes.byref(tmap), ctypes.c_int(_CU_DTYPE[elem_bytes]), ctypes.c_uint32(2),
+             ctypes.c_void_p(ptr), gdim, gstride, bdim, estr, ctypes.c_int(0), ctypes.c_int(swizzle_tma),
+             ctypes.c_int(0), ctypes.c_int(0))
+    if err != 0:
+        raise InputError(f"cuTensorMapEncodeTiled refused dims={dims} box={box} elem={elem_bytes} "
+                         f"swizzle={swizzle_tma}: CUresult {err}")
+    return bytes(tmap)
 
 
 def run_tma(tensor: np.ndarray, cases: list[dict], size: int):

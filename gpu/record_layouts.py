@@ -214,11 +214,37 @@ def tma_plan() -> list[dict[str, Any]]:
                         if dst + box_rows * row_bytes > TMA_SMEM:
                             dst = 0
                         r0 = int(rng.integers(-20, 260))
-                        c0 = int(rng.integers(-20, 208))
+                        # the box's first column must sit on a 16-byte boundary (else the
+                        # H200 faults: see tma_fault_cases)
+                        c0 = int(rng.integers(-2, 13)) * (16 // eb)
                         cases.append({"box": [box_rows, row_bytes // eb], "coords": [r0, c0],
                                       "swizzle": m.tma_code, "mode": m.name, "dst": dst})
                     groups.append({"elem_bytes": eb, "cases": cases})
     return groups
+
+
+def tma_fault_cases() -> list[dict[str, Any]]:
+    """TMA loads probing the 16-byte rule on the box's first column, each run in its own process."""
+    out = []
+    for eb, sw, mode, cols in ((1, 0, "none", 16), (2, 0, "none", 8), (4, 0, "none", 4), (2, 1, "32B", 16),
+                               (2, 3, "128B", 64), (1, 3, "128B", 128)):
+        for c0 in (0, -16 // eb, 16 // eb, 1, 3, 5 if eb < 4 else 2, -1):
+            out.append({"elem_bytes": eb, "box": [8, cols], "coords": [3, c0], "swizzle": sw, "mode": mode, "dst": 0})
+    return out
+
+
+def _fault_child(case_json: str) -> None:
+    """Run one TMA case; print MATCH/DIFF (the process dies with the device on a fault)."""
+    from gpu import layouts as hw
+
+    c = json.loads(case_json)
+    t = tma_tensor(c["elem_bytes"])
+    imgs, bases = hw.run_tma(t, [c], TMA_SMEM)
+    from refmodel.machine.tma import tma_load
+
+    m = tma_load(t, tuple(c["box"]), tuple(c["coords"]), c["mode"], dst=c["dst"], smem_size=TMA_SMEM,
+                 smem_base=int(bases[0]))
+    print("MATCH" if np.array_equal(imgs[0], m) else "DIFF")
 
 
 def tma_tensor(eb: int) -> np.ndarray:
@@ -341,6 +367,25 @@ def run(out: Path, *, explore: bool, matrix_n: int, wgmma_n: int, epi_n: int, st
                                   "elem_bytes": np.array(kept_eb, np.int32)}, "tma",
              {"cases": kept_cases, "smem": TMA_SMEM},
              int(sum(c["box"][0] * c["box"][1] * e for c, e in zip(kept_cases, kept_eb))))
+    if not only or "tma_faults" in only:
+        import subprocess
+
+        results = []
+        for c in tma_fault_cases():
+            r = subprocess.run([sys.executable, "-m", "gpu.record_layouts", "--fault-child", json.dumps(c)],
+                               capture_output=True, text=True, timeout=120)
+            text = r.stdout + r.stderr
+            outcome = ("fault" if "cudaErrorIllegalInstruction" in text or "ILLEGAL_INSTRUCTION" in text
+                       else "match" if "MATCH" in r.stdout else "diff" if "DIFF" in r.stdout else "error")
+            results.append({**c, "outcome": outcome})
+            log(f"tma fault probe e{c['elem_bytes']} {c['mode']} col0={c['coords'][1]:>3}: {outcome}")
+            if outcome in ("diff", "error"):
+                summary["mismatches"] += 1
+        summary["outputs"] += len(results)
+        if not explore:
+            (out / FEATURE).mkdir(parents=True, exist_ok=True)
+        save("tma_faults", "tma_faults", {"outcomes": np.array([r["outcome"] for r in results])}, "tma_faults",
+             {"cases": results}, len(results))
     return summary
 
 
@@ -353,9 +398,13 @@ def main(argv=None) -> int:
     p.add_argument("--epilogue-cases", type=int, default=16)
     p.add_argument("--store", default="matrix=16,wgmma=10,epilogue=1,tma=2",
                    help="cases of each launch kept as fixtures (the rest is compared, not stored)")
-    p.add_argument("--only", nargs="*", choices=["matrix", "wgmma", "epilogue", "tma"])
+    p.add_argument("--only", nargs="*", choices=["matrix", "wgmma", "epilogue", "tma", "tma_faults"])
+    p.add_argument("--fault-child", help=argparse.SUPPRESS)
     p.add_argument("--no-model", action="store_true", help="(with --explore) record only, compare later")
     a = p.parse_args(argv)
+    if a.fault_child:
+        _fault_child(a.fault_child)
+        return 0
     store = {"matrix": 16, "wgmma": 10, "epilogue": 1, "tma": 2}
     for item in a.store.split(","):
         key, _, val = item.partition("=")

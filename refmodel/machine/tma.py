@@ -1,14 +1,19 @@
 """The shared-memory image a 2-D TMA tile load (``cp.async.bulk.tensor.2d``) writes.
 
 The box's ``box_rows x box_cols`` elements starting at global element ``(row0, col0)``
-are written row after row, densely (``box_cols * e`` bytes a row), at the destination
-``dst``; elements outside the tensor are filled with zero (``OOB_FILL_NONE``).  With a
-swizzle mode, each byte goes to ``swizzle(address)`` on the absolute shared address
-(the same XOR of 16-byte atoms as :mod:`refmodel.layouts.swizzle`), which requires rows
-of at most the swizzle width: ``box_cols * e <= W``.
+are written row after row at the destination ``dst``; elements outside the tensor are
+filled with zero (``OOB_FILL_NONE``).  Without swizzle the rows are dense (``box_cols * e``
+bytes apart).  With a swizzle mode a row may be at most the swizzle width ``W``
+(``box_cols * e <= W``) and rows sit ``W`` bytes apart — a narrower row is padded to the
+full swizzle row, the padding left untouched (seen on the H200: a 16-byte box row under
+the 128B swizzle lands every 128 bytes) — and each byte goes to ``swizzle(address)`` on
+the absolute shared address (the XOR of 16-byte atoms of :mod:`refmodel.layouts.swizzle`).  The box's first column must start on
+a 16-byte boundary of its row (``col0 * e % 16 == 0``, negative columns included): on the
+H200 any other start faults with an illegal instruction (fixtures/layouts/tma_faults).
 
-Worked example: e4m3 box 64 x 128 with 128B swizzle at a 1024-aligned ``dst``: global
-row ``r`` (box row i) lands on 128-byte line i, its atom ``c`` at atom ``c ^ (i % 8)``.
+Worked example: e4m3 box 64 x 128 with 128B swizzle at a 1024-aligned ``dst``: box row
+``i`` lands on 128-byte line i, its atom ``c`` at atom ``c ^ (i % 8)``; a 64 x 32 box under
+the same swizzle still takes 128 bytes a row, its 2 atoms at ``0 ^ (i % 8)`` and ``1 ^ (i % 8)``.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ def tma_offsets(box: tuple[int, int], elem_bytes: int, mode="none", *, dst: int 
         raise InputError(f"with {m.name} swizzle a TMA box row may be at most {m.width} bytes, got {row_bytes}")
     if not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
         raise InputError(f"the TMA destination must be a non-negative multiple of 128 bytes, got {dst!r}")
+    pitch = m.width if m.bits else row_bytes  # swizzled rows are padded to the swizzle width
     i = np.arange(br, dtype=np.int64)[:, None]
     b = np.arange(row_bytes, dtype=np.int64)[None, :]
-    logical = smem_base + dst + i * row_bytes + b
+    logical = smem_base + dst + i * pitch + b
     return np.asarray(m.swizzle(logical)) - smem_base
 
 
@@ -55,6 +61,9 @@ def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], 
     off = tma_offsets(box, e, mode, dst=dst, smem_base=smem_base)
     br, bc = int(box[0]), int(box[1])
     r0, c0 = (int(coords[0]), int(coords[1]))
+    if (c0 * e) % 16:
+        raise InputError(f"the box's first column {c0} is {c0 * e} bytes into a row: a TMA tile load needs a "
+                         f"16-byte aligned start column (the H200 faults with an illegal instruction otherwise)")
     rows = np.arange(r0, r0 + br)[:, None]
     cols = np.arange(c0, c0 + bc)[None, :]
     inside = (rows >= 0) & (rows < t.shape[0]) & (cols >= 0) & (cols < t.shape[1])

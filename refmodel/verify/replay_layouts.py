@@ -130,4 +130,27 @@ def replay_tma(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: boo
     return total
 
 
+@replayer("tma_faults")
+def replay_tma_faults(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The H200 faulted exactly on the loads refmodel refuses (a box column start off 16 bytes)."""
+    from ..errors import InputError
+    from ..machine.tma import tma_load
+
+    cases = meta["cases"]
+    outcomes = [str(x) for x in arrays["outcomes"]]
+    if len(outcomes) != len(cases):
+        raise ValueError(f"tma_faults: {len(outcomes)} outcomes for {len(cases)} cases")
+    bad = []
+    for c, hw in zip(cases, outcomes):
+        dt = {1: np.uint8, 2: np.uint16, 4: np.uint32}[c["elem_bytes"]]
+        try:
+            tma_load(np.zeros((16, 256), dt), tuple(c["box"]), tuple(c["coords"]), c["mode"], dst=c["dst"])
+            model = "match"
+        except InputError:
+            model = "fault"
+        if model != hw:
+            bad.append(f"{c}: hardware {hw}, refmodel {model}")
+    return Result(len(cases), len(bad), bad[:3])
+
+
 __all__ = ["matrix_model", "wgmma_model", "epilogue_model", "tma_model"]
