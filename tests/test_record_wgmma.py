@@ -152,6 +152,7 @@ def test_campaign_without_model_records_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("recorder, module", [("record_wgmma", "refmodel.numerics.wgmma"),
+                                              ("record_forms", "refmodel.numerics.wgmma"),
                                               ("record_torch", "refmodel.numerics.scaled_mm"),
                                               ("record_cvt", "refmodel.numerics.cvt")])
 def test_recorder_refuses_to_run_without_the_model(recorder, module, tmp_path, monkeypatch, capsys):

@@ -2,22 +2,23 @@
 ``python -m gpu.record_forms`` on an H200, and their replayer.
 
 One fixture file holds many *jobs* (one form in one configuration: SS or RS A operand,
-scale-d, imm scales, chain).  The recorder ran full 64 x N tiles on the hardware and
-compared every output with refmodel; the fixture keeps, per tile, the outputs of a few
-rows ``R`` and columns ``J`` together with exactly the inputs they depend on: the rows
-``A[R, :]``, the columns ``B[:, J]`` and ``C[R, J]`` (output ``D[r, j]`` of a wgmma depends
-on row ``r`` of A, column ``j`` of B and ``C[r, j]`` only).  The replayer places them back
-into a 64 x N tile (zeros elsewhere), runs refmodel and compares ``D[R, J]`` bit for bit.
+scale-d, imm scales, chain) of one dtype family and accumulator type.  The recorder ran
+full 64 x N tiles on the hardware and compared every output with refmodel; the fixture
+keeps, per tile, the outputs of a few rows ``R`` and columns ``J`` together with exactly the
+inputs they depend on: the rows ``A[R, :]``, the columns ``B[:, J]`` and ``C[R, J]`` (output
+``D[r, j]`` of a wgmma depends on row ``r`` of A, column ``j`` of B and ``C[r, j]`` only).  The
+replayer places them back into a 64 x N tile (zeros elsewhere), runs refmodel and compares
+``D[R, J]`` bit for bit.
 
-Arrays of job ``i`` (all raw bits): ``j{i}_a`` (T, R, K*chain), ``j{i}_b`` (T, K*chain, J),
-``j{i}_c`` and ``j{i}_d`` (T, R, J), ``j{i}_rows`` (T, R), ``j{i}_cols`` (T, J), ``j{i}_family``
-(T,).  Meta: ``jobs`` (one dict per job: instr, rs, scale_d, imm_scale_a, imm_scale_b, chain,
-families, seed) and ``forms`` (every instr the file covers).
+Arrays (flat, raw bits, the jobs one after another): ``a`` (T, R, K*chain) per job, ``b``
+(T, K*chain, J), ``c`` and ``d`` (T, R, J), ``rows`` (T, R), ``cols`` (T, J), ``family`` (T,).
+Meta: ``jobs`` (instr, rs, scale_d, imm_scale_a, imm_scale_b, chain, tiles, rows, cols per
+job), ``forms`` (every instr of the file) and ``families`` (names of the family indices).
+The jobs must account for every stored element exactly: a trimmed meta is refused.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -58,42 +59,50 @@ def expand(instr: str, chain: int, part: dict[str, np.ndarray]) -> tuple[np.ndar
     return from_bits(a, f.dtype_a), from_bits(b, f.dtype_b), from_bits(c, f.dtype_d)
 
 
-def _job_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """Split the arrays per job, refusing any disagreement between meta and arrays."""
+def job_shapes(job: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    f = parse_wgmma(job["instr"])
+    kk = f.k * int(job.get("chain", 1))
+    t, r, j = int(job["tiles"]), int(job["rows"]), int(job["cols"])
+    if t < 1 or not 1 <= r <= M or not 1 <= j <= f.n:
+        raise meta_error(f"{job['instr']}: tiles/rows/cols {t}/{r}/{j} do not fit a 64 x {f.n} tile")
+    return {"a": (t, r, kk), "b": (t, kk, j), "c": (t, r, j), "d": (t, r, j), "rows": (t, r), "cols": (t, j),
+            "family": (t,)}
+
+
+def pack(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Concatenate jobs' compact arrays into the flat arrays of one fixture file."""
+    return {k: np.concatenate([p[k].reshape(-1) for p in parts]) for k in PARTS}
+
+
+def unpack(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Split the flat arrays per job, refusing any disagreement between meta and arrays."""
     jobs = meta.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise meta_error("meta lists no jobs")
-    n = len(jobs)
-    seen: dict[int, set[str]] = {}
-    for k in arrays:
-        m = re.fullmatch(r"j(\d+)_(\w+)", k)
-        if not m or m.group(2) not in PARTS:
-            raise meta_error(f"array {k!r} is not part of any job")
-        seen.setdefault(int(m.group(1)), set()).add(m.group(2))
-    if set(seen) != set(range(n)):
-        raise meta_error(f"{n} jobs in meta but arrays for {len(seen)} jobs "
-                         f"(no job in meta for {sorted(set(seen) - set(range(n)))[:5]}, "
-                         f"no arrays for {sorted(set(range(n)) - set(seen))[:5]})")
+    if set(arrays) != set(PARTS):
+        raise meta_error(f"a {KIND} fixture holds exactly the arrays {list(PARTS)}, this one {sorted(arrays)}")
     forms = meta.get("forms")
     if not isinstance(forms, list) or sorted(set(forms)) != sorted({j.get("instr") for j in jobs}):
         raise meta_error("meta 'forms' is not the set of the jobs' instructions")
+    off = dict.fromkeys(PARTS, 0)
     parts = []
     for i, job in enumerate(jobs):
-        if seen[i] != set(PARTS):
-            raise meta_error(f"job {i} lacks arrays {sorted(set(PARTS) - seen[i])}")
-        p = {k: arrays[f"j{i}_{k}"] for k in PARTS}
+        shapes = job_shapes(job)
+        p = {}
+        for k, shp in shapes.items():
+            n = int(np.prod(shp))
+            if off[k] + n > arrays[k].size:
+                raise meta_error(f"job {i} ({job['instr']}) needs more {k!r} elements than the fixture holds")
+            p[k] = arrays[k][off[k]:off[k] + n].reshape(shp)
+            off[k] += n
         f = parse_wgmma(job["instr"])
-        chain = int(job.get("chain", 1))
-        t, r = p["rows"].shape
-        jn = p["cols"].shape[1]
-        want = {"a": (t, r, f.k * chain), "b": (t, f.k * chain, jn), "c": (t, r, jn), "d": (t, r, jn),
-                "cols": (t, jn), "family": (t,)}
-        for k, shp in want.items():
-            if p[k].shape != shp:
-                raise meta_error(f"job {i} ({job['instr']}): j{i}_{k} has shape {p[k].shape}, expected {shp}")
-        if p["rows"].size and (int(p["rows"].max()) >= M or int(p["cols"].max()) >= f.n):
+        if int(p["rows"].max()) >= M or int(p["cols"].max()) >= f.n:
             raise meta_error(f"job {i} ({job['instr']}): a kept row or column is outside the 64 x {f.n} tile")
         parts.append(p)
+    for k in PARTS:
+        if off[k] != arrays[k].size:
+            raise meta_error(f"meta's {len(jobs)} jobs account for {off[k]} of the {arrays[k].size} stored "
+                             f"{k!r} elements: every stored output needs its job in meta")
     return parts
 
 
@@ -106,7 +115,7 @@ def job_label(job: dict[str, Any]) -> str:
 @replayer(KIND)
 def replay_forms(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     """Every job of the file through refmodel, compared bit for bit with the kept outputs."""
-    parts = _job_parts(meta, arrays)
+    parts = unpack(meta, arrays)
     total = Result(0, 0)
     for job, p in zip(meta["jobs"], parts):
         f = parse_wgmma(job["instr"])
