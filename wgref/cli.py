@@ -382,7 +382,11 @@ def cmd_record(args) -> int:
         from gpu import record_wgmma
 
         rc |= record_wgmma.main(["--out", args.out, "--seconds", str(_seconds(args.time) or 1200)])
-    return 1 if rc else 0
+    if "forms" in args.what:
+        from gpu import record_forms
+
+        rc |= record_forms.main(["--out", args.out])
+    return 2 if rc & 2 else (1 if rc else 0)
 
 
 # ----------------------------------------------------------------------------- main
@@ -451,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
 
     rec = sub.add_parser("record", help="re-record fixtures on the GPU, with provenance")
-    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch"], choices=["cvt", "wgmma", "torch"])
+    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch", "forms"],
+                     choices=["cvt", "wgmma", "torch", "forms"])
     rec.add_argument("--out", default="fixtures")
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
