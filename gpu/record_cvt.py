@@ -17,14 +17,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from refmodel import cvt as model_cvt
 from refmodel.numerics.cvt import CVT_FORMS
 from refmodel.numerics.families import adversarial_f32
 from refmodel.verify.fixtures import host_provenance, write_fixture
-from refmodel.numerics.sweep import CHUNK, N_CHUNKS, SWEEP_FORMS, combine_digests, sweep_digests, sweep_instr
+from refmodel.numerics.sweep import CHUNK, N_CHUNKS, SWEEP_FORMS, combine_digests, sweep_instr
 
 from . import cvt as hw
+from .model_check import ModelMissingError, require_model
 from .runtime import device_info, require_device
+
+model_cvt = None     # refmodel.numerics.cvt.cvt, set by main() (require_model)
+sweep_digests = None  # refmodel.numerics.sweep.sweep_digests, set by main()
 
 SEED = 20261129
 SAMPLE_STRIDE = 16411  # sample x = i * stride mod 2**32 (odd: a permutation of all inputs)
@@ -136,6 +139,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--bad", default=None, help="where to save mismatching inputs (.npz)")
     args = ap.parse_args(argv)
+    global model_cvt, sweep_digests
+    try:
+        model_cvt = require_model("refmodel.numerics.cvt", "cvt")
+        sweep_digests = require_model("refmodel.numerics.sweep", "sweep_digests")
+    except ModelMissingError as e:
+        print(f"gpu.record_cvt: error: {e}", file=sys.stderr)
+        return 2
     info = device_info()
     prov = {**info, **host_provenance(), "seed": SEED}
     print(json.dumps(prov), flush=True)

@@ -16,14 +16,15 @@ import sys
 import numpy as np
 
 from refmodel.verify.fixtures import host_provenance, write_fixture
-from refmodel.numerics.scaled_mm import scaled_mm
+
+from .model_check import ModelMissingError, require_model
 
 SHAPES = ((128, 256, 1024), (256, 512, 4096))
 KEEP = (128, 256, 1024)  # the shape stored as a fixture (the others are compared only)
 PER_TENSOR = ((0.5, 0.25), (0.3, 0.7))
 
 
-def record_shape(torch, m, n, k, g):
+def record_shape(torch, m, n, k, g, scaled_mm):
     dev = "cuda"
     a = (torch.randn(m, k, generator=g) * 32).to(torch.float8_e4m3fn)
     b_nk = (torch.randn(n, k, generator=g) * 32).to(torch.float8_e4m3fn)
@@ -56,7 +57,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="fixtures")
     args = ap.parse_args(argv)
-    import torch
+    try:
+        scaled_mm = require_model("refmodel.numerics.scaled_mm", "scaled_mm")
+    except ModelMissingError as e:
+        print(f"gpu.record_torch: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError as e:
+        print(f"gpu.record_torch: error: torch is needed to record torch._scaled_mm ({e})", file=sys.stderr)
+        return 2
 
     from .runtime import device_info
 
@@ -65,7 +75,7 @@ def main(argv=None) -> int:
     g = torch.Generator(device="cpu").manual_seed(0)
     all_rows = []
     for m, n, k in SHAPES:
-        arrays, cases, rows = record_shape(torch, m, n, k, g)
+        arrays, cases, rows = record_shape(torch, m, n, k, g, scaled_mm)
         all_rows += rows
         if (m, n, k) == KEEP:
             write_fixture("torch", f"scaled_mm_{m}x{n}x{k}", arrays, kind="scaled_mm",

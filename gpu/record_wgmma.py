@@ -13,8 +13,8 @@ extremes, C near the int32 limits).  One launch per job runs all its tiles.
 Two checks per job:
 
 * **model**: hardware D against ``refmodel.numerics.wgmma.wgmma`` as raw bits (NaN payloads
-  included).  Without the model module the hardware outputs are still recorded and
-  the table says "model missing".
+  included).  Without the model module the campaign refuses to start (one line, exit 2):
+  a recorder never records what it cannot compare.
 * **exact**: families whose result is exactly representable (small integers) are
   also compared, by value, with float64/int64 matrix products.  This needs no model
   and checks the fragment and descriptor layouts on its own: if it fails, the
@@ -410,15 +410,12 @@ def model_chain(model: Callable, job: Job, a, b, c) -> np.ndarray:
     return np.asarray(d)
 
 
-def load_model() -> Callable | None:
-    """refmodel.numerics.wgmma.wgmma, or None when that module does not exist yet."""
-    try:
-        from refmodel.numerics.wgmma import wgmma
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("refmodel"):
-            return None
-        raise
-    return wgmma
+def load_model() -> Callable:
+    """refmodel.numerics.wgmma.wgmma; :class:`gpu.model_check.ModelMissingError` (one line)
+    when it cannot be imported."""
+    from .model_check import require_model
+
+    return require_model("refmodel.numerics.wgmma", "wgmma")
 
 
 # ----------------------------------------------------------------------------- running
@@ -432,7 +429,7 @@ class JobResult:
     imm: str
     chain: int
     tier: int
-    status: str = "pending"  # ok | MISMATCH | LAYOUT | model missing | model error | error
+    status: str = "pending"  # ok | MISMATCH | LAYOUT | model error | error
     tiles: int = 0
     outputs: int = 0
     mismatches: int = 0
@@ -517,7 +514,7 @@ def run_job(job: Job, *, hw: Callable, model: Callable | None, seed: int, tiles:
         mism_tiles = np.zeros(0, dtype=np.int64)
         ref = None
         if model is None:
-            res.status = "model missing"
+            raise RuntimeError("no model to compare with: refusing to record")
         else:
             try:
                 ref = model_chain(model, job, a, b, c)
@@ -537,10 +534,10 @@ def run_job(job: Job, *, hw: Callable, model: Callable | None, seed: int, tiles:
                 res.status = "model error"
                 res.error = f"{type(e).__name__}: {e}"
         if res.exact_bad:
-            res.status = "LAYOUT" if res.status in ("ok", "model missing") else res.status + "+LAYOUT"
+            res.status = "LAYOUT" if res.status == "ok" else res.status + "+LAYOUT"
         if out is not None and not res.exact_bad:
             meta = {**job.meta(), "seed": job_seed, "tiles_per_family": tiles, "families": names,
-                    "model": "missing" if model is None else ("error" if ref is None else "present"),
+                    "model": "error" if ref is None else "present",
                     "mismatches": res.mismatches}
             tile_bytes_all = int(a[0].nbytes + b[0].nbytes)
             if save_sample and tile_bytes_all <= 4 * SAMPLE_INPUT_BYTES:  # huge tiles: compared, not kept
@@ -683,8 +680,14 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(args.state) if args.state else out / "wgmma_campaign" / "state.jsonl"
     if args.fresh and state.exists():
         state.unlink()
-    model = load_model()
-    print(f"refmodel.numerics.wgmma: {'present' if model else 'model missing (recording hardware only)'}")
+    from .model_check import ModelMissingError
+
+    try:
+        model = load_model()
+    except ModelMissingError as e:
+        print(f"gpu.record_wgmma: error: {e}", file=sys.stderr)
+        return 2
+    print("refmodel.numerics.wgmma: present")
     isolate = not args.no_isolate
     try:
         if isolate:
@@ -711,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [JobResult(**{k: v for k, v in r.items()}).row() for r in records]
     report.write_text(TABLE_HEAD + "\n" + "\n".join(rows) + "\n\n" + summary + "\n")
     print(f"report: {report}")
-    bad = any(r["status"] not in ("ok", "model missing") for r in records)
+    bad = any(r["status"] != "ok" for r in records)
     return 1 if bad else 0
 
 

@@ -21,3 +21,13 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"--require-gpu given but no usable GPU: {why}")
     for it in gpu_items:
         it.add_marker(pytest.mark.skip(reason=f"no sm_90 GPU: {why}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Print the seeds a failing randomized test drew from (tests/seeds.py)."""
+    outcome = yield
+    rep = outcome.get_result()
+    seeds = [v for k, v in item.user_properties if k == "seed"]
+    if rep.failed and seeds:
+        rep.sections.append(("seed", "reproduce with seed " + "; ".join(seeds)))

@@ -14,6 +14,7 @@ from refmodel.errors import InputError
 from refmodel.numerics.formats import BF16, E4M3, E5M2, F16, F32, TF32, decode_scalar
 from refmodel.numerics.fp8 import round_to_format
 from refmodel.wgmma_forms import WGMMA_FORMS
+from seeds import rng_for
 
 P_FP8_F32 = acc.BINDING[("fp8", "f32")]
 P_FP8_F16 = acc.BINDING[("fp8", "f16")]
@@ -186,8 +187,8 @@ def _rational_fdpa(a, b, c, fa, fb, p):
     ("f16", F16, F16, P_F16_F16, None),
     ("tf32", TF32, TF32, acc.BINDING[("tf32", "f32")], None),
 ])
-def test_fdpa_formula_equals_exact_rational_model(fam, fa, fb, p, dt):
-    rng = np.random.default_rng(hash(fam) % 2 ** 32)
+def test_fdpa_formula_equals_exact_rational_model(fam, fa, fb, p, dt, request):
+    rng = rng_for(request, fam)
     K = 32 if fa.bits == 8 else (16 if fa.bits == 16 else 8)
     n = 150
     def draw(spec, shape):

@@ -6,15 +6,16 @@ import pytest
 from refmodel import cvt
 from refmodel.numerics.cvt import CVT_FORMS
 from refmodel.numerics.families import adversarial_f32
+from seeds import rng_for
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("form", CVT_FORMS, ids=lambda f: f.instr)
-def test_cvt_form_matches_hardware(form):
+def test_cvt_form_matches_hardware(form, request):
     from gpu.cvt import run_cvt
 
-    rng = np.random.default_rng(abs(hash(form.instr)) % 2**32)
+    rng = rng_for(request, form.instr)
     if form.src == "f32":
         a, b = adversarial_f32(rng, 1 << 16), adversarial_f32(rng, 1 << 16)
     elif form.src == "f16x2":

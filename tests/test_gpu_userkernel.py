@@ -20,3 +20,5 @@ def test_planted_bugs_are_caught(bug, tmp_path):
     k = DemoFP8Gemm(out="bf16", bug=bug)
     r = fuzz_user_kernel(k, DemoFP8Gemm(out="bf16").schedule, m=128, n=256, k=1024, cases=10, out=tmp_path)
     assert r.mismatches > 0 and r.minimal["m"] == 64 and r.repro
+    # docs/verifier.md: "two planted bugs are caught and shrunk to one nonzero input per operand"
+    assert r.minimal["nonzero_a"] == 1 and r.minimal["nonzero_b"] == 1, r.shrink_log

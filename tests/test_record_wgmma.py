@@ -127,20 +127,55 @@ def test_campaign_time_budget(tmp_path):
     assert res == [] and any("time budget" in x for x in lines)
 
 
-def test_campaign_survives_errors_and_missing_model(tmp_path):
+def test_campaign_survives_errors(tmp_path):
     def hw(job, a, b, c):
         if job.form.family == "fp8":
             raise DeviceError("simulated illegal address")
         return fake_hw(job, a, b, c)
 
-    res, lines = _run(tmp_path, JOBS, hw=hw, model=None)
-    assert [r.status for r in res] == ["model missing", "error", "model missing", "model missing"]
+    res, lines = _run(tmp_path, JOBS, hw=hw)
+    assert [r.status for r in res] == ["ok", "error", "ok", "ok"]
     assert "simulated illegal address" in res[1].error
     man = load_manifest(tmp_path / "fx" / "wgmma")
-    assert {e["meta"]["model"] for e in man["entries"]} == {"missing"}
+    assert {e["meta"]["model"] for e in man["entries"]} == {"present"}
     # the failed job is retried on the next run, the others are not
-    res2, _ = _run(tmp_path, JOBS, model=None)
+    res2, _ = _run(tmp_path, JOBS)
     assert [r.key for r in res2] == [JOBS[1].key]
+
+
+def test_campaign_without_model_records_nothing(tmp_path):
+    """A job with no model to compare with is an error and writes no fixture (it used to be
+    recorded as 'model missing' with exit 0)."""
+    res, _ = _run(tmp_path, JOBS, model=None)
+    assert {r.status for r in res} == {"error"} and all("no model" in r.error for r in res)
+    assert not (tmp_path / "fx" / "wgmma").exists()
+
+
+@pytest.mark.parametrize("recorder, module", [("record_wgmma", "refmodel.numerics.wgmma"),
+                                              ("record_forms", "refmodel.numerics.wgmma"),
+                                              ("record_torch", "refmodel.numerics.scaled_mm"),
+                                              ("record_cvt", "refmodel.numerics.cvt")])
+def test_recorder_refuses_to_run_without_the_model(recorder, module, tmp_path, monkeypatch, capsys):
+    """A recorder that cannot import the model exits 2 with one line, before touching a GPU,
+    and writes nothing (record_wgmma used to say 'model missing' and exit 0)."""
+    import importlib
+    import sys
+
+    mod = importlib.import_module(f"gpu.{recorder}")
+    monkeypatch.setitem(sys.modules, module, None)  # import of it now raises ModuleNotFoundError
+
+    def no_gpu(*a, **k):
+        raise AssertionError("the recorder touched the GPU before checking the model")
+
+    monkeypatch.setattr("gpu.runtime.device_info", no_gpu)
+    monkeypatch.setattr("gpu.runtime.require_device", no_gpu)
+    if hasattr(mod, "device_info"):
+        monkeypatch.setattr(mod, "device_info", no_gpu)
+    rc = mod.main(["--out", str(tmp_path / "fx")] + (["--no-isolate"] if recorder == "record_wgmma" else []))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "cannot compare with the model" in err and module in err
+    assert not (tmp_path / "fx").exists()
 
 
 def test_campaign_model_mismatch_saved(tmp_path):
@@ -171,8 +206,8 @@ def test_campaign_layout_failure_is_diagnosed_not_recorded(tmp_path):
         d = fake_hw(job, a, b, c)
         return d[:, ::-1].copy()
 
-    res, _ = _run(tmp_path, JOBS[:1], hw=swapped_rows, model=None)
-    assert res[0].status == "LAYOUT" and res[0].exact_bad > 0
+    res, _ = _run(tmp_path, JOBS[:1], hw=swapped_rows)
+    assert res[0].status.endswith("LAYOUT") and res[0].exact_bad > 0
     assert not (tmp_path / "fx" / "wgmma" / "manifest.json").exists()
     diag = list((tmp_path / "fx" / "wgmma_campaign" / "diagnostics").glob("*.npz"))
     assert len(diag) == 1

@@ -16,6 +16,7 @@ from refmodel.numerics.wgmma import wgmma, wgmma_reference
 from refmodel.wgmma_forms import parse_wgmma
 
 from wgmma_cases import bits_of, cancel_pairs, operand
+from seeds import rng_for
 
 PFX = "wgmma.mma_async.sync.aligned."
 FLOAT_FORMS = [
@@ -50,16 +51,16 @@ def _quiet():
 
 @pytest.mark.parametrize("form", FLOAT_FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_kernel_equals_formula(form, kind):
-    rng = np.random.default_rng(abs(hash((form, kind))) % 2 ** 32)
+def test_kernel_equals_formula(form, kind, request):
+    rng = rng_for(request, form, kind)
     fm, a, b, c = _inputs(rng, form, kind, ckind="mixed" if kind == "bits" else kind)
     for kw in (dict(), dict(scale_d=False), dict(imm_scale_a=-1), dict(imm_scale_b=-1)):
         assert _same(wgmma(PFX + form, a, b, c, **kw), wgmma_reference(PFX + form, a, b, c, **kw)), kw
 
 
 @pytest.mark.parametrize("form", FLOAT_FORMS)
-def test_kernel_equals_formula_cancellation_and_batches(form):
-    rng = np.random.default_rng(abs(hash(form)) % 2 ** 32)
+def test_kernel_equals_formula_cancellation_and_batches(form, request):
+    rng = rng_for(request, form)
     fm, a, b, c = _inputs(rng, form, "finite", batch=(3,))
     a, b = cancel_pairs(rng, a, b)  # products cancel exactly in pairs: leaves C and rounding
     assert _same(wgmma(PFX + form, a, b, c), wgmma_reference(PFX + form, a, b, c))

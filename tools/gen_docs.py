@@ -270,6 +270,14 @@ def fixture_totals(feature: str) -> tuple[int, int]:
     return n, c
 
 
+def forms_with_fixtures() -> int:
+    """How many of the 528 dense forms have replayable hardware fixtures (from the manifests)."""
+    from refmodel.verify.replay_forms import forms_covered
+    from refmodel.wgmma_forms import WGMMA_FORMS
+
+    return len(forms_covered(e for _, _, e in iter_entries()) & {f.instr for f in WGMMA_FORMS})
+
+
 def accumulator_page() -> str:
     from refmodel.numerics.error_report import error_vs_k, format_table, plot_error_vs_k
 
@@ -364,7 +372,10 @@ layouts without any model) and int8 extremes:
 ```
 
 {nfx} fixtures keep {cfx:,} of those hardware outputs (raw bits, with their inputs); CI
-replays them on every run (`wgref verify`).
+replays them on every run (`wgref verify`). Forms with replayable hardware fixtures (counted
+from the manifests, kinds `wgmma` and `wgmma_forms`): {forms_with_fixtures()} of 528; the rest
+were compared on the H200 by the campaign above but kept no outputs.
+`python -m gpu.record_forms --out fixtures` records a compact fixture of every form.
 """
 
 
@@ -509,10 +520,16 @@ blocks' partial sum at once, with block 0's scales.
 
 ## Recording fixtures
 
-`wgref record [cvt] [wgmma] --out fixtures` re-runs the recorders on a GPU and writes
-fixtures with provenance (device, driver, CUDA/NVRTC/cupy versions, date, seed) and the
-sha256 of every file; CI (`wgref verify`, `pytest`) refuses a fixture whose sha256 does not
-match its manifest.
+`wgref record [cvt] [wgmma] [torch] [forms] --out fixtures` re-runs the recorders on a GPU
+and writes fixtures with provenance (device, driver, CUDA/NVRTC/cupy versions, date, seed)
+and the sha256 of every file. A recorder compares every output with refmodel on the spot
+and refuses to run (exit 2, one line) when it cannot import the model. `fixtures/INDEX.json`
+signs off the whole tree (each feature's manifest sha256, entry count, total cases, files);
+the recorders update it, `python -m refmodel.verify.fixtures --reindex` regenerates it
+deliberately. CI (`wgref verify`, `pytest`) refuses a fixture whose sha256 does not match
+its manifest, a manifest that does not match INDEX.json (a deleted fixture, a trimmed
+meta), a missing or extra feature or file, an entry whose file is not a plain name inside
+its feature folder, and meta that does not account for every stored output array.
 
 ## Frameworks
 

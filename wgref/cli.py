@@ -171,41 +171,64 @@ def cmd_quantize(args) -> int:
 
 @command("verify")
 def cmd_verify(args) -> int:
+    """Replay every fixture (default: every stored output, the 2^32 sweeps recomputed)."""
+    from refmodel.verify.fixtures import default_root, FIXTURE_ROOT_ENV
     from refmodel.verify.replay import verify_all
 
-    rows, worst = [], 0
+    root = args.fixtures or default_root()
+    from pathlib import Path
+
+    if not Path(root).is_dir() or not any(Path(root).glob("*/manifest.json")):
+        print(f"wgref: error: no fixtures found in {root}: pass --fixtures DIR or set {FIXTURE_ROOT_ENV}",
+              file=sys.stderr)
+        return 2
+    full = not args.quick
+    rows, scopes = [], []
     t0 = time.time()
-    for feature, entry, res in verify_all(args.fixtures, full=args.full, features=args.feature):
-        prov = entry.get("provenance", {})
-        recorded = f"{prov.get('device', '?')} {str(prov.get('date', '?'))[:10]}"
+    progress = (not args.json) and sys.stderr.isatty()
+    for feature, entry, res in verify_all(root, full=full, features=args.feature, progress=progress):
+        prov = entry.get("provenance") or {}
+        recorded = f"{prov.get('device', '?')} {str(prov.get('date', '?'))[:10]}" if prov else "-"
         if isinstance(res, Exception):
-            rows.append({"feature": feature, "fixture": entry["file"], "cases": 0, "mismatches": None,
-                         "error": f"{res.__class__.__name__}: {res}", "recorded": recorded})
-            worst = max(worst, 1)
+            short = getattr(res, "short", None) or f"{res.__class__.__name__}: {str(res)[:80]}"
+            rows.append({"feature": feature, "fixture": entry.get("file", "?"), "cases": 0, "mismatches": None,
+                         "error": f"{res.__class__.__name__}: {res}", "short": short, "recorded": recorded})
             continue
         rows.append({"feature": feature, "fixture": entry["file"], "cases": res.cases,
-                     "mismatches": res.mismatches, "details": res.details, "recorded": recorded})
-        if res.mismatches:
-            worst = 1
+                     "mismatches": res.mismatches, "details": res.details, "recorded": recorded,
+                     "complete": res.complete, "scope": res.scope})
+        if res.scope:
+            scopes.append(res.scope)
     if not rows:
-        print("wgref: error: no fixtures found", file=sys.stderr)
+        print(f"wgref: error: no fixtures selected in {root}", file=sys.stderr)
         return 2
+    errors = [{"feature": r["feature"], "fixture": r["fixture"], "error": r["error"], "short": r["short"]}
+              for r in rows if r["mismatches"] is None]
+    checked = [r for r in rows if r["mismatches"] is not None]
+    total = sum(r["cases"] for r in checked)
+    bad = sum(r["mismatches"] for r in checked)
+    worst = 1 if (bad or errors) else 0
+    scope = "; ".join(dict.fromkeys(scopes)) or "every stored output"
+    if not full:
+        scope += " (without --quick every stored output is checked)"
+    summary = (f"{len(checked)} fixtures checked, {total} hardware outputs, {bad} mismatches"
+               + (f", {len(errors)} fixture(s) could not be checked: "
+                  + ", ".join(f"{e['feature']}/{e['fixture']} ({e['short']})" for e in errors) if errors else "")
+               + f"; checked: {scope}; {time.time() - t0:.1f}s")
     if args.json:
-        print(json.dumps({"rows": rows, "seconds": round(time.time() - t0, 2), "ok": worst == 0}))
+        print(json.dumps({"rows": rows, "errors": errors, "checked": scope, "mode": "full" if full else "quick",
+                          "fixtures_checked": len(checked), "outputs": total, "mismatches": bad,
+                          "seconds": round(time.time() - t0, 2), "summary": summary, "ok": worst == 0}))
         return worst
-    print(f"{'feature':<9}{'fixture':<32}{'cases':>14}{'mismatches':>12}  recorded on")
+    print(f"{'feature':<12}{'fixture':<32}{'cases':>14}{'mismatches':>12}  recorded on")
     for r in rows:
         mm = "ERROR" if r["mismatches"] is None else r["mismatches"]
-        print(f"{r['feature']:<9}{r['fixture']:<32}{r['cases']:>14}{mm:>12}  {r['recorded']}")
+        print(f"{r['feature']:<12}{r['fixture']:<32}{r['cases']:>14}{mm:>12}  {r['recorded']}")
         for d in r.get("details", [])[:3]:
             print(f"    {d}")
         if "error" in r:
             print(f"    {r['error']}")
-    total = sum(r["cases"] for r in rows)
-    bad = sum(r["mismatches"] or 0 for r in rows)
-    print(f"{len(rows)} fixtures, {total} hardware outputs, {bad} mismatches"
-          f"{'' if args.full else ' (quick: sweeps checked on a subset; --full for all 2^32)'}"
-          f" in {time.time() - t0:.1f}s")
+    print(summary)
     return worst
 
 
@@ -359,7 +382,11 @@ def cmd_record(args) -> int:
         from gpu import record_wgmma
 
         rc |= record_wgmma.main(["--out", args.out, "--seconds", str(_seconds(args.time) or 1200)])
-    return 1 if rc else 0
+    if "forms" in args.what:
+        from gpu import record_forms
+
+        rc |= record_forms.main(["--out", args.out])
+    return 2 if rc & 2 else (1 if rc else 0)
 
 
 # ----------------------------------------------------------------------------- main
@@ -428,12 +455,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
 
     rec = sub.add_parser("record", help="re-record fixtures on the GPU, with provenance")
-    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch"], choices=["cvt", "wgmma", "torch"])
+    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch", "forms"],
+                     choices=["cvt", "wgmma", "torch", "forms"])
     rec.add_argument("--out", default="fixtures")
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
-    v.add_argument("--full", action="store_true", help="recompute the 2^32 sweeps completely")
+    v.add_argument("--quick", action="store_true", help="check the 2^32 sweeps on a subset of chunks only")
+    v.add_argument("--full", action="store_true", help="check everything (the default; kept as an alias)")
     v.add_argument("--feature", action="append", help="only this feature (repeatable)")
     v.add_argument("--fixtures", default=None, help="fixtures directory (default: the package's)")
     v.add_argument("--json", action="store_true")

@@ -10,7 +10,14 @@ file, its sha256, the replayer (``kind``), the number of hardware outputs it hol
 (``cases``), free-form ``meta`` the replayer reads (instruction, parameters) and the
 ``provenance`` (device, driver, CUDA/NVRTC/cupy versions, date, seed, host packages).
 
-Replayers live in :mod:`refmodel.replay`; ``wgref verify`` runs them all.
+``fixtures/INDEX.json`` is the signed-off inventory of the whole tree: every feature's
+manifest with its sha256, entry count, total cases and the list of files in its folder.
+``wgref verify`` (and the test suite) refuse a tree that does not match it: a deleted
+fixture, a trimmed manifest, a missing or extra feature or file.  :func:`write_fixture`
+updates it; ``python -m refmodel.verify.fixtures --reindex`` regenerates it deliberately.
+
+Entry file names are plain names inside their feature folder (no ``/``, ``..``, absolute
+paths).  Replayers live in :mod:`refmodel.verify.replay`; ``wgref verify`` runs them all.
 """
 
 from __future__ import annotations
@@ -29,14 +36,44 @@ import numpy as np
 from ..errors import InputError
 
 FIXTURE_ROOT_ENV = "WGREF_FIXTURES"
+INDEX_NAME = "INDEX.json"
+
+
+class FixtureError(InputError):
+    """A fixture or the fixture tree breaks a rule; ``short`` is a few words for summaries."""
+
+    def __init__(self, message: str, short: str | None = None):
+        super().__init__(message)
+        self.short = short or message
+
+
+def _candidate_roots() -> list[Path]:
+    here = Path(__file__).resolve()
+    # 1. a source checkout (editable install): <repo>/fixtures
+    # 2. a wheel / non-editable install: the package data copy refmodel/verify/_fixtures
+    return [here.parents[2] / "fixtures", here.parent / "_fixtures"]
 
 
 def default_root() -> Path:
-    """fixtures/ of the source checkout (or $WGREF_FIXTURES)."""
+    """$WGREF_FIXTURES, else fixtures/ of the source checkout, else the copy installed
+    with the package (``refmodel/verify/_fixtures``)."""
     env = os.environ.get(FIXTURE_ROOT_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "fixtures"
+    cands = _candidate_roots()
+    for c in cands:
+        if (c / INDEX_NAME).exists() or any(c.glob("*/manifest.json")):
+            return c
+    return cands[0]
+
+
+def check_entry_file(name: Any) -> str:
+    """The entry's file name, refused unless it is a plain name inside its feature folder."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or name.startswith("~") or Path(name).is_absolute() or Path(name).name != name or "\0" in name):
+        raise FixtureError(f"fixture file names must be plain names inside their feature folder "
+                           f"(no '/', '..' or absolute paths), got {name!r}", short="path outside its folder")
+    return name
 
 
 def sha256_file(path: str | Path) -> str:
@@ -80,6 +117,8 @@ def write_fixture(feature: str, name: str, arrays: dict[str, np.ndarray], *, kin
                   root: str | Path | None = None) -> Entry:
     """Save arrays as fixtures/<feature>/<name>.npz and add/replace its manifest entry."""
     root = Path(root) if root is not None else default_root()
+    check_entry_file(feature)
+    check_entry_file(f"{name}.npz")
     d = root / feature
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{name}.npz"
@@ -90,6 +129,7 @@ def write_fixture(feature: str, name: str, arrays: dict[str, np.ndarray], *, kin
     man["entries"] = [e for e in man["entries"] if e["file"] != entry.file] + [entry.to_json()]
     man["entries"].sort(key=lambda e: e["file"])
     (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    write_index(root)
     return entry
 
 
@@ -111,14 +151,147 @@ def iter_entries(root: str | Path | None = None):
 
 
 def load_arrays(directory: str | Path, entry: dict[str, Any], *, check: bool = True) -> dict[str, np.ndarray]:
-    """Load an entry's arrays; refuse a file whose sha256 does not match the manifest."""
-    path = Path(directory) / entry["file"]
-    if not path.exists():
-        raise InputError(f"fixture {path} is listed in its manifest but missing")
+    """Load an entry's arrays; refuse a file whose sha256 does not match the manifest, and a
+    file name that is not a plain name inside the feature folder."""
+    path = Path(directory) / check_entry_file(entry.get("file"))
+    if not path.is_file():
+        raise FixtureError(f"fixture {path} is listed in its manifest but missing", short="missing")
     if check:
         got = sha256_file(path)
-        if got != entry["sha256"]:
-            raise InputError(f"fixture {path} has sha256 {got[:16]}…, its manifest says "
-                             f"{entry['sha256'][:16]}…: refusing a modified fixture")
+        if got != entry.get("sha256"):
+            raise FixtureError(f"fixture {path} has sha256 {got[:16]}…, its manifest says "
+                               f"{str(entry.get('sha256'))[:16]}…: refusing a modified fixture",
+                               short="sha256 mismatch")
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+# ----------------------------------------------------------------------------- INDEX.json
+
+def build_index(root: str | Path | None = None) -> dict[str, Any]:
+    """The inventory of the tree as it is now (what :func:`write_index` signs off)."""
+    root = Path(root) if root is not None else default_root()
+    feats: dict[str, Any] = {}
+    for man_path in sorted(root.glob("*/manifest.json")):
+        d = man_path.parent
+        man = load_manifest(d)
+        entries = man.get("entries", [])
+        feats[d.name] = {
+            "manifest_sha256": sha256_file(man_path),
+            "entries": len(entries),
+            "cases": int(sum(int(e.get("cases", 0)) for e in entries)),
+            "files": sorted(p.name for p in d.iterdir() if p.is_file() and p.name != "manifest.json"),
+        }
+    return {"about": "inventory of the hardware fixtures; regenerate deliberately with "
+                     "python -m refmodel.verify.fixtures --reindex", "features": feats}
+
+
+def write_index(root: str | Path | None = None) -> Path:
+    """(Re)write <root>/INDEX.json from the tree: a deliberate sign-off of its contents."""
+    root = Path(root) if root is not None else default_root()
+    path = root / INDEX_NAME
+    path.write_text(json.dumps(build_index(root), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_index(root: str | Path | None = None) -> dict[str, Any]:
+    root = Path(root) if root is not None else default_root()
+    p = root / INDEX_NAME
+    if not p.is_file():
+        raise FixtureError(f"{p} is missing: every fixture tree needs its signed-off inventory "
+                           f"(python -m refmodel.verify.fixtures --reindex)", short="missing")
+    try:
+        idx = json.loads(p.read_text())
+        if not isinstance(idx.get("features"), dict):
+            raise ValueError("no 'features' object")
+    except (OSError, ValueError, AttributeError) as e:
+        raise FixtureError(f"cannot read {p}: {e}", short="unreadable") from None
+    return idx
+
+
+def check_index(root: str | Path | None = None) -> list[tuple[str, str, FixtureError]]:
+    """Compare the tree with INDEX.json; returns (feature, thing, error) for every problem."""
+    root = Path(root) if root is not None else default_root()
+    try:
+        want = load_index(root)["features"]
+    except FixtureError as e:
+        return [("INDEX", INDEX_NAME, e)]
+    probs: list[tuple[str, str, FixtureError]] = []
+
+    def bad(feature, thing, msg, short):
+        probs.append((feature, thing, FixtureError(msg, short)))
+
+    have_dirs = {p.parent.name for p in root.glob("*/manifest.json")}
+    for feat in sorted(set(want) - have_dirs):
+        bad(feat, "manifest.json", f"feature {feat!r} is listed in {INDEX_NAME} but {feat}/manifest.json "
+            "is missing", "feature missing")
+    for feat in sorted(have_dirs - set(want)):
+        bad(feat, "manifest.json", f"feature {feat!r} ({feat}/manifest.json) is not listed in {INDEX_NAME}",
+            "feature not in INDEX.json")
+    for feat in sorted(set(want) & have_dirs):
+        w = want[feat]
+        d = root / feat
+        try:
+            man = load_manifest(d)
+            entries = man.get("entries", [])
+            cases = int(sum(int(e.get("cases", 0)) for e in entries))
+        except (FixtureError, InputError, ValueError, TypeError, AttributeError) as e:
+            bad(feat, "manifest.json", f"{feat}/manifest.json is unreadable: {e}", "unreadable manifest")
+            continue
+        files = {p.name for p in d.iterdir() if p.is_file() and p.name != "manifest.json"}
+        listed = set(w.get("files", []))
+        for f in sorted(listed - files):
+            bad(feat, f, f"{feat}/{f} is listed in {INDEX_NAME} but missing", "file missing")
+        for f in sorted(files - listed):
+            bad(feat, f, f"{feat}/{f} is not listed in {INDEX_NAME}", "file not in INDEX.json")
+        for e in entries:
+            name = e.get("file") if isinstance(e, dict) else None
+            try:
+                check_entry_file(name)
+            except FixtureError as err:
+                probs.append((feat, str(name), err))
+                continue
+            if name not in listed and name not in files:
+                bad(feat, str(name), f"{feat}/manifest.json lists {name!r}, which is neither in the folder "
+                    f"nor in {INDEX_NAME}", "file missing")
+        if len(entries) < int(w.get("entries", 0)):
+            bad(feat, "manifest.json", f"{feat}/manifest.json has {len(entries)} entries, {INDEX_NAME} says "
+                f"{w.get('entries')}", "entries missing")
+        if cases < int(w.get("cases", 0)):
+            bad(feat, "manifest.json", f"{feat}/manifest.json counts {cases} cases, {INDEX_NAME} says "
+                f"{w.get('cases')}", "cases missing")
+        got = sha256_file(d / "manifest.json")
+        if got != w.get("manifest_sha256"):
+            bad(feat, "manifest.json", f"{feat}/manifest.json has sha256 {got[:16]}…, {INDEX_NAME} says "
+                f"{str(w.get('manifest_sha256'))[:16]}…: the manifest changed without a sign-off "
+                "(python -m refmodel.verify.fixtures --reindex)", "manifest sha256 mismatch")
+    return probs
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m refmodel.verify.fixtures",
+                                 description="Check or regenerate fixtures/INDEX.json.")
+    ap.add_argument("--root", default=None, help="fixtures directory (default: the package's)")
+    ap.add_argument("--reindex", action="store_true", help="rewrite INDEX.json from the tree (a sign-off)")
+    args = ap.parse_args(argv)
+    root = Path(args.root) if args.root else default_root()
+    if not root.is_dir():
+        print(f"error: fixtures directory {root} does not exist", file=sys.stderr)
+        return 2
+    if args.reindex:
+        p = write_index(root)
+        n = len(build_index(root)["features"])
+        print(f"wrote {p} ({n} features)")
+        return 0
+    probs = check_index(root)
+    for feat, thing, e in probs:
+        print(f"{feat}/{thing}: {e}")
+    print(f"{root / INDEX_NAME}: {'OK' if not probs else f'{len(probs)} problems'}")
+    return 1 if probs else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

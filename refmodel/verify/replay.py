@@ -1,19 +1,27 @@
 """Replay recorded hardware fixtures through refmodel and count mismatches.
 
 Each fixture kind has one replayer ``f(meta, arrays, *, full) -> Result``.  Other
-modules register theirs with :func:`replayer`.  ``full=False`` lets an expensive
-replayer (the 2**32 sweeps) check a cheap subset; ``wgref verify --full`` and the
-test suite run everything.
+modules register theirs with :func:`replayer`.  By default (``full=True``) every stored
+hardware output is checked, the 2**32 sweeps included; ``full=False`` (``wgref verify
+--quick``) lets an expensive replayer check a named subset, and its Result says so
+(``complete=False`` and ``scope``).
+
+Every replayer first checks that its meta and its arrays agree (each output array has
+its form in meta and each form its array), so a trimmed meta is refused, not skipped.
+:func:`verify_all` also checks the tree against ``fixtures/INDEX.json``.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from .fixtures import iter_entries, load_arrays
+from .fixtures import FixtureError, check_index, default_root, load_arrays, load_manifest
 
 
 @dataclass
@@ -21,6 +29,35 @@ class Result:
     cases: int
     mismatches: int
     details: list[str] = field(default_factory=list)
+    complete: bool = True  # False: a quick replay checked a subset (``scope`` says which)
+    scope: str = ""
+
+    def add(self, other: "Result") -> None:
+        self.cases += other.cases
+        self.mismatches += other.mismatches
+        self.details += other.details
+
+
+def meta_error(msg: str) -> FixtureError:
+    return FixtureError(msg, short="meta and arrays disagree")
+
+
+def check_output_arrays(arrays: dict[str, np.ndarray], names: list[str], *, pattern: str,
+                        allowed: tuple[str, ...] = ()) -> None:
+    """Refuse a fixture whose output arrays (names matching ``pattern``) are not exactly
+    ``names`` (the ones meta replays), or that holds arrays nobody reads."""
+    outs = {k for k in arrays if re.fullmatch(pattern, k)}
+    want = set(names)
+    if len(names) != len(want):
+        raise meta_error(f"meta names an output array twice: {sorted(names)}")
+    if outs - want:
+        raise meta_error(f"output arrays {sorted(outs - want)} have no form in meta: "
+                         f"{len(want)} forms replayed, {len(outs)} output arrays stored")
+    if want - outs:
+        raise meta_error(f"meta names arrays {sorted(want - outs)} that the fixture does not hold")
+    extra = set(arrays) - outs - set(allowed)
+    if extra:
+        raise meta_error(f"arrays {sorted(extra)} are neither inputs nor outputs of this fixture kind")
 
 
 REPLAYERS: dict[str, Callable[..., Result]] = {}
@@ -48,14 +85,15 @@ def _count(got: np.ndarray, want: np.ndarray, label: str, inputs: dict[str, np.n
 def replay_cvt(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     from ..numerics.cvt import cvt
 
+    forms = list(meta.get("forms") or [])
+    check_output_arrays(arrays, [f"d{i}" for i in range(len(forms))], pattern=r"d\d+", allowed=("a", "b"))
+    if not forms:
+        raise meta_error("meta lists no cvt forms")
     a, b = arrays["a"], arrays.get("b")
     total = Result(0, 0)
-    for i, instr in enumerate(meta["forms"]):
-        r = _count(cvt(instr, a, b), arrays[f"d{i}"], instr,
-                   {"a": a} if b is None else {"a": a, "b": b})
-        total.cases += r.cases
-        total.mismatches += r.mismatches
-        total.details += r.details
+    for i, instr in enumerate(forms):
+        total.add(_count(cvt(instr, a, b), arrays[f"d{i}"], instr,
+                         {"a": a} if b is None else {"a": a, "b": b}))
     return total
 
 
@@ -63,34 +101,68 @@ def replay_cvt(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: boo
 QUICK_CHUNKS = tuple(range(0x38, 0x48)) + tuple(range(0xB8, 0xC8)) + (0x00, 0x7F, 0x80, 0xFF)
 
 
-@replayer("cvt_sweep")
-def replay_cvt_sweep(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
-    from ..numerics.cvt import cvt
-    from ..numerics.sweep import combine_digests, sweep_digests
+def _progress_bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    import sys
 
-    total = Result(0, 0)
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr, leave=False)
+
+
+@replayer("cvt_sweep")
+def replay_cvt_sweep(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True,
+                     progress: bool = False) -> Result:
+    """Full: all 2**32 inputs of every form recomputed and hashed chunk by chunk against the
+    hardware's chunk digests.  Quick: the chunks in :data:`QUICK_CHUNKS` only."""
+    from ..numerics.cvt import cvt
+    from ..numerics.sweep import CHUNK, N_CHUNKS, combine_digests, sweep_digests
+
+    forms = list(meta.get("forms") or [])
+    if not forms:
+        raise meta_error("meta lists no sweep forms")
+    keys = [f["key"] for f in forms]
+    samples = [k for k in keys if f"sample_{k}" in arrays]
+    check_output_arrays(arrays, [f"digests_{k}" for k in keys], pattern=r"digests_.+",
+                        allowed=tuple(f"sample_{k}" for k in samples))
+    for k in keys:
+        if arrays[f"digests_{k}"].shape != (N_CHUNKS, 32):
+            raise meta_error(f"digests_{k} has shape {arrays[f'digests_{k}'].shape}, expected ({N_CHUNKS}, 32)")
+    chunks = list(range(N_CHUNKS)) if full else list(QUICK_CHUNKS)
+    total = Result(0, 0, complete=full)
+    total.scope = (f"all {len(forms)}×2^32 sweep inputs recomputed" if full else
+                   f"quick: {len(chunks)} of {N_CHUNKS} chunks per sweep, {len(forms)} sweeps")
     stride, n = meta["sample_stride"], meta["sample_n"]
     xs = (np.arange(n, dtype=np.uint64) * stride % (1 << 32)).astype(np.uint32)
-    for form in meta["forms"]:
-        key = form["key"]
-        hw = [bytes(row).hex() for row in arrays[f"digests_{key}"]]
-        if combine_digests(hw) != form["sha256"]:
-            total.mismatches += 1
-            total.details.append(f"{key}: chunk digests do not combine to the recorded sha256")
-        chunks = None if full else QUICK_CHUNKS
-        ref, _ = sweep_digests(form["fmt"], form["relu"], chunks, saturate=form["saturate"])
-        idx = range(len(hw)) if chunks is None else chunks
-        bad = [c for c, d in zip(idx, ref) if d != hw[c]]
-        total.cases += len(ref) << 24
-        total.mismatches += len(bad) << 24  # a bad chunk counts all its 2**24 inputs
-        if bad:
-            total.details.append(f"{key}: refmodel differs from the hardware in chunks {bad[:8]}")
-        if f"sample_{key}" in arrays:
-            got = cvt(form["instr"], xs, xs) >> 8
-            r = _count(got, arrays[f"sample_{key}"], key, {"x": xs})
-            total.cases += r.cases
-            total.mismatches += r.mismatches
-            total.details += r.details
+    bar = _progress_bar(len(chunks) * len(forms), "cvt sweeps", progress)
+    try:
+        for form in forms:
+            key = form["key"]
+            hw = [bytes(row).hex() for row in arrays[f"digests_{key}"]]
+            if combine_digests(hw) != form["sha256"]:
+                total.mismatches += 1
+                total.details.append(f"{key}: chunk digests do not combine to the recorded sha256")
+            if bar is not None:
+                bar.set_postfix_str(key)
+            ref: list[str] = []
+            step = 16
+            for s in range(0, len(chunks), step):
+                part, _ = sweep_digests(form["fmt"], form["relu"], chunks[s:s + step], saturate=form["saturate"])
+                ref += part
+                if bar is not None:
+                    bar.update(len(part))
+            bad = [c for c, d in zip(chunks, ref) if d != hw[c]]
+            total.cases += len(ref) * CHUNK
+            total.mismatches += len(bad) * CHUNK  # a bad chunk counts all its 2**24 inputs
+            if bad:
+                total.details.append(f"{key}: refmodel differs from the hardware in chunks {bad[:8]}")
+            if f"sample_{key}" in arrays:
+                got = cvt(form["instr"], xs, xs) >> 8
+                total.add(_count(got, arrays[f"sample_{key}"], key, {"x": xs}))
+    finally:
+        if bar is not None:
+            bar.close()
     return total
 
 
@@ -99,42 +171,87 @@ def replay_scaled_mm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
     """torch._scaled_mm outputs recorded on the H200 against refmodel.scaled_mm."""
     from ..numerics.scaled_mm import scaled_mm
 
+    cases = list(meta.get("cases") or [])
+    if not cases:
+        raise meta_error("meta lists no scaled_mm cases")
+    check_output_arrays(arrays, [c["array"] for c in cases], pattern=r"d\d+",
+                        allowed=("a", "b_nk") + tuple(x for c in cases for x in (c["scale_a"], c["scale_b"])
+                                                      if isinstance(x, str)))
     total = Result(0, 0)
-    for c in meta["cases"]:
+    for c in cases:
         sa = arrays[c["scale_a"]] if isinstance(c["scale_a"], str) else np.float32(c["scale_a"])
         sb = arrays[c["scale_b"]] if isinstance(c["scale_b"], str) else np.float32(c["scale_b"])
         d = np.ascontiguousarray(scaled_mm(arrays["a"], arrays["b_nk"], sa, sb, out_dtype=c["out_dtype"],
                                            use_fast_accum=c["use_fast_accum"]))
         got = d.view(np.int32 if d.dtype.itemsize == 4 else np.int16)
-        r = _count(got, arrays[c["array"]], f"{c['out_dtype']} fast={c['use_fast_accum']}", {})
-        total.cases += r.cases
-        total.mismatches += r.mismatches
-        total.details += r.details
+        total.add(_count(got, arrays[c["array"]], f"{c['out_dtype']} fast={c['use_fast_accum']}", {}))
     return total
 
 
+PLUGINS = ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_forms", "refmodel.verify.replay_layouts")
+
+
 def load_plugins() -> None:
-    """Import modules that register replayers of their own (wgmma, ...), if present."""
+    """Import the modules that register replayers of their own (wgmma, wgmma_forms, layouts)."""
     import importlib
 
-    for mod in ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_layouts"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError:
-            pass
+    for mod in PLUGINS:
+        importlib.import_module(mod)
 
 
-def verify_all(root=None, *, full: bool = False, features: list[str] | None = None):
-    """Yield (feature, entry, Result or Exception) for every fixture under root."""
+def _call(fn: Callable[..., Result], meta, arrays, *, full: bool, progress: bool) -> Result:
+    kw: dict[str, Any] = {"full": full}
+    if "progress" in inspect.signature(fn).parameters:
+        kw["progress"] = progress
+    return fn(meta, arrays, **kw)
+
+
+def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
+               index: bool = True):
+    """Yield (feature, entry, Result or Exception) for every fixture under root.
+
+    First the tree is checked against INDEX.json (``index``): each problem is a row whose
+    entry names the missing/changed thing.  Then every manifest entry is replayed; an
+    unreadable manifest, a refused file or a replayer error is a row with an exception,
+    never a traceback.  A complete replay that checks fewer outputs than the entry's
+    ``cases`` is an error too.
+    """
     load_plugins()
-    for feature, directory, entry in iter_entries(root):
+    root = Path(root) if root is not None else default_root()
+    if index:
+        for feature, thing, err in check_index(root):
+            if features and feature not in features and feature != "INDEX":
+                continue
+            yield feature, {"file": thing, "provenance": {}}, err
+    for man_path in sorted(root.glob("*/manifest.json")):
+        directory = man_path.parent
+        feature = directory.name
         if features and feature not in features:
             continue
         try:
-            arrays = load_arrays(directory, entry)
-            fn = REPLAYERS.get(entry["kind"])
-            if fn is None:
-                raise KeyError(f"no replayer for fixture kind {entry['kind']!r}")
-            yield feature, entry, fn(entry["meta"], arrays, full=full)
-        except Exception as e:  # reported as a failing row, never a traceback
-            yield feature, entry, e
+            man = load_manifest(directory)
+            entries = man["entries"]
+            if not isinstance(entries, list):
+                raise ValueError("'entries' is not a list")
+        except Exception as e:
+            yield feature, {"file": "manifest.json", "provenance": {}}, (
+                e if isinstance(e, FixtureError) else FixtureError(f"{man_path}: {e}", "unreadable manifest"))
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                yield feature, {"file": str(entry), "provenance": {}}, FixtureError(
+                    f"{man_path}: an entry is not an object", "bad manifest entry")
+                continue
+            entry.setdefault("file", "?")
+            try:
+                arrays = load_arrays(directory, entry)
+                fn = REPLAYERS.get(entry.get("kind"))
+                if fn is None:
+                    raise FixtureError(f"no replayer for fixture kind {entry.get('kind')!r}", "unknown kind")
+                res = _call(fn, entry.get("meta") or {}, arrays, full=full, progress=progress)
+                if res.complete and res.cases < int(entry.get("cases", 0)):
+                    raise FixtureError(f"replayed {res.cases} outputs, the manifest says {entry['cases']}",
+                                       "fewer outputs than the manifest")
+                yield feature, entry, res
+            except Exception as e:  # reported as a failing row, never a traceback
+                yield feature, entry, e

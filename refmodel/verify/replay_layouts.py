@@ -88,7 +88,9 @@ def replay_matrix(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: 
     n = arrays["images"].shape[0]
     if f.op == "ldmatrix":
         _check_cases(arrays, "hw_regs", n, meta["instr"])
-        return _count(regs, arrays["hw_regs"], meta["instr"], {})
+        r = _count(regs, arrays["hw_regs"], meta["instr"], {})
+        # outputs: the 16-bit elements loaded (two a register)
+        return Result(n * 64 * f.num, r.mismatches, r.details)
     _check_cases(arrays, "hw_images", n, meta["instr"])
     r = _count(imgs, arrays["hw_images"], meta["instr"], {})
     # the whole image is compared; the outputs are the bytes stmatrix writes

@@ -1,0 +1,24 @@
+"""refmodel.numerics.sweep.encode_f32_fast (the 2^32 sweep's kernel) gives the same codes as
+refmodel.numerics.fp8.round_to_format; its docstring's "(tested)" points here."""
+
+import numpy as np
+import pytest
+
+from refmodel.numerics.families import adversarial_f32
+from refmodel.numerics.fp8 import round_to_format
+from refmodel.numerics.sweep import encode_f32_fast
+from seeds import rng_for
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+@pytest.mark.parametrize("saturate", [True, False])
+@pytest.mark.parametrize("relu", [False, True])
+def test_encode_f32_fast_equals_round_to_format(fmt, saturate, relu, request):
+    rng = rng_for(request, fmt, saturate, relu)
+    strided = (np.arange(1 << 18, dtype=np.uint64) * 16411 % (1 << 32)).astype(np.uint32)
+    bits = np.concatenate([adversarial_f32(rng, 1 << 17).view(np.uint32), strided])
+    got = encode_f32_fast(bits, fmt, saturate=saturate, relu=relu)
+    want = round_to_format(bits.view(np.float32), fmt, saturate=saturate, relu=relu)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (f"{bad.size} differ; first x=0x{int(bits[bad[0]]):08x}: fast 0x{int(got[bad[0]]):02x}, "
+                           f"round_to_format 0x{int(want[bad[0]]):02x}")
