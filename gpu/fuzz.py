@@ -283,3 +283,62 @@ def fuzz_cvt(target: str, *, cases: int, seed: int = 0, seconds: Optional[float]
     rep.seconds = time.time() - t0
     rep.tiles = rep.outputs
     return rep
+
+
+def fuzz_layout(target: str = "layout", *, cases: int, seed: int = 0, seconds: Optional[float] = None,
+                batch: int = 64, out: str | Path = "wgref-fuzz", hw: Optional[Callable] = None) -> FuzzReport:
+    """Fuzz wgmma operand reads through random descriptors (``target``: 'layout', or
+    'layout:<fragment>' to restrict the instruction variants, e.g. 'layout:bf16').
+
+    Each batch takes one variant of :data:`gpu.record_layouts.WGMMA_VARIANTS` and ``batch``
+    cases with random legal and near-illegal descriptors (every swizzle mode, both majors
+    where allowed, dense and wrong LBO/SBO, starts on the pattern, at 32-byte K steps,
+    anywhere, or flush with the image end, base offsets 0..7), runs them on the GPU and
+    through :func:`refmodel.machine.wgmma.wgmma_registers`, and compares raw bits.  The
+    first mismatching case is saved to ``<out>/repro_layout.npz`` with both answers."""
+    from refmodel.verify.replay_layouts import wgmma_model
+
+    from . import record_layouts as R
+
+    frag = target.split(":", 1)[1] if ":" in target else ""
+    variants = [v for v in R.WGMMA_VARIANTS if frag in v[0]]
+    if not variants:
+        raise InputError(f"fuzz target {target!r}: no layout variant matches {frag!r}; "
+                         f"try 'layout', 'layout:f16', 'layout:e4m3'")
+    if hw is None:
+        from .layouts import WgmmaVariant, run_wgmma_desc
+
+        def hw(v, arr):
+            return run_wgmma_desc(WgmmaVariant(*v), arr["images"], arr["desc_a"], arr["desc_b"], arr["c_regs"],
+                                  arr["scale_d"], arr["a_regs"] if v[1] else None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = FuzzReport(target, seed)
+    t0 = time.time()
+    b = 0
+    while rep.tiles < cases and (seconds is None or time.time() - t0 < seconds):
+        rng = np.random.default_rng([seed, b])
+        v = variants[int(rng.integers(len(variants)))]
+        n = min(batch, cases - rep.tiles)
+        arr = R.wgmma_cases(v, n, tag=f"fuzz-{seed}-{b}")
+        notes = arr.pop("notes")
+        d, bases = hw(v, arr)
+        m = wgmma_model(v, arr, bases)
+        bad = [i for i in range(n) if not np.array_equal(d[i], m[i])]
+        rep.batches, rep.tiles = b + 1, rep.tiles + n
+        rep.outputs += int(d.size)
+        rep.mismatches += int(sum(np.count_nonzero(d[i] != m[i]) for i in bad))
+        if bad and rep.repro is None:
+            i = bad[0]
+            path = out / "repro_layout.npz"
+            cfg = {"variant": list(v), "notes": notes[i], "seed": [seed, b], "case": i}
+            np.savez_compressed(path, image=arr["images"][i], desc_a=arr["desc_a"][i:i + 1],
+                                desc_b=arr["desc_b"][i:i + 1], a_regs=arr["a_regs"][i], c_regs=arr["c_regs"][i],
+                                scale_d=arr["scale_d"][i:i + 1], base=bases[i:i + 1], hardware=d[i], refmodel=m[i],
+                                config=np.array(json.dumps(cfg)))
+            rep.repro = str(path)
+            rep.first = {"minimal": f"{v[0]} {notes[i]}: {int(np.count_nonzero(d[i] != m[i]))} registers differ",
+                         **cfg}
+        b += 1
+    rep.seconds = time.time() - t0
+    return rep

@@ -118,7 +118,10 @@ def _draw_desc(rng, rows: int, k: int, ebytes: int, major_ok: bool, major: str,
             kind = "random-strides"
         period = max(mode.period, 16)
         u = rng.random()
-        if u < 0.4:
+        if u < 0.05:  # near-illegal: the last 128-byte line read is the image's last one
+            start = 0
+            kind += ",flush"
+        elif u < 0.4:
             start = int(rng.integers(0, size // period)) * period
             kind += ",aligned"
         elif u < 0.7 and mode.bits and major == "K":
@@ -130,6 +133,12 @@ def _draw_desc(rng, rows: int, k: int, ebytes: int, major_ok: bool, major: str,
         base_offset = int(rng.integers(1, 8)) if rng.random() < 0.3 and mode.bits else 0
         d = MatrixDescriptor(start, lbo, sbo, base_offset, mode.desc_code)
         addr = operand_addresses(d, rows, k, ebytes, major=major, rule="ignore")
+        if kind.endswith("flush"):
+            shift = (size // 128 - 1 - int(addr.max()) // 128) * 128
+            if shift < 0 or start + shift >= 1 << 18:
+                continue
+            d = d.with_start(start + shift)
+            addr = addr + shift
         lines_lo, lines_hi = int(addr.min()) // 128, int(addr.max()) // 128
         if lines_lo >= 0 and lines_hi * 128 + 127 < size:
             return d.encode(), f"{mode.name},{major},{kind},bo{base_offset}"

@@ -304,8 +304,19 @@ def cmd_fuzz(args) -> int:
     from gpu.runtime import require_device
 
     require_device()  # one line saying what is missing, exit 2
-    from gpu.fuzz import fuzz, fuzz_cvt
+    from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout
 
+    if args.target.strip().startswith("layout"):
+        rep = fuzz_layout(args.target.strip(), cases=args.cases, seed=args.seed, seconds=_seconds(args.time),
+                          out=args.out)
+        if args.json:
+            print(json.dumps(rep.to_dict()))
+        else:
+            print(f"{rep.tiles} descriptor cases, {rep.outputs} outputs compared, {rep.mismatches} mismatches, "
+                  f"{rep.rate:.3g} outputs/s")
+            if rep.repro:
+                print(f"first mismatch: {rep.first['minimal']}  (saved to {rep.repro})")
+        return 1 if rep.mismatches else 0
     if args.target.strip().startswith("cvt"):
         rep = fuzz_cvt(args.target, cases=args.cases * 1024, seed=args.seed, seconds=_seconds(args.time),
                        out=args.out)
@@ -437,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
     z.add_argument("target", help="a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256), "
-                   "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form")
+                   "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors")
     z.add_argument("--cases", type=int, default=10000, help="tiles to run (cvt: thousands of conversions)")
     z.add_argument("--seed", type=int, default=0)
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
