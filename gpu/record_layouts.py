@@ -262,6 +262,63 @@ def tma_tensor(eb: int) -> np.ndarray:
     return rng.integers(1, np.iinfo(dt).max, (300, 208), dtype=np.uint64).astype(dt)
 
 
+# ----------------------------------------------------------------------------- fragments
+
+FRAGMENT_INSTRS = ["wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16",
+                   "wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16",
+                   "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16",
+                   "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32",
+                   "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3",
+                   "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8"]
+
+
+def fragment_cases(instr: str) -> dict[str, np.ndarray]:
+    """Tagged-identity probes: A holds distinct tags, B = I (K x N, N = K), C = 0, so D = A
+    exactly and each register shows which A element the fragment layouts put there.  Types
+    with too few codes for 64*K distinct tags (e4m3, s8) use two probes: tag = row, tag = col."""
+    from refmodel.layouts.fragment import pack_a_fragment, pack_accumulator
+    from refmodel.layouts.smem import tile_image
+
+    f = parse_wgmma(instr)
+    ka = f.k
+    idx = np.arange(64 * ka).reshape(64, ka)
+    probes = []
+    if f.dtype_a == "f16":
+        probes.append((0x3C00 + idx).astype(np.uint16).view(np.float16))
+    elif f.dtype_a == "bf16":
+        probes.append((0x3F80 + idx).astype(np.uint16).view(ml_dtypes.bfloat16))
+    elif f.dtype_a == "tf32":
+        probes.append((0x3F800000 + (idx << 13)).astype(np.uint32).view(np.float32))
+    elif f.dtype_a == "e4m3":
+        rows = np.broadcast_to(np.arange(64)[:, None], (64, ka))
+        cols = np.broadcast_to(np.arange(ka)[None, :], (64, ka))
+        probes += [(0x20 + rows).astype(np.uint8).view(ml_dtypes.float8_e4m3fn),
+                   (0x20 + cols).astype(np.uint8).view(ml_dtypes.float8_e4m3fn)]
+    else:
+        probes += [np.broadcast_to(np.arange(64)[:, None] - 32, (64, ka)).astype(np.int8),
+                   np.broadcast_to(np.arange(ka)[None, :] - 16, (64, ka)).astype(np.int8)]
+    eye = np.eye(ka, f.n, dtype=np.float32)
+    b = eye.astype(np.int8) if f.dtype_b in ("s8", "u8") else eye.astype(element_dtype(f.dtype_b))
+    imgs, aregs = [], []
+    ib = tile_image(np.ascontiguousarray(b.T), "K", "none")
+    for a in probes:
+        ia = tile_image(np.ascontiguousarray(a), "K", "none")
+        img = np.zeros(4096, np.uint8)
+        img[:ia.size] = ia
+        img[2048:2048 + ib.size] = ib
+        imgs.append(img)
+        aregs.append(pack_a_fragment(np.ascontiguousarray(a), f.dtype_a))
+    c = np.zeros((64, f.n), element_dtype(f.dtype_d))
+    n = len(probes)
+    from refmodel.layouts.descriptor import MatrixDescriptor
+
+    return {"images": np.stack(imgs), "a_regs": np.stack(aregs),
+            "desc_a": np.full(n, MatrixDescriptor(0, 128, 256).encode(), np.uint64),
+            "desc_b": np.full(n, MatrixDescriptor(2048, 128, 256).encode(), np.uint64),
+            "c_regs": np.stack([pack_accumulator(c, f.dtype_d)] * n), "scale_d": np.ones(n, np.int32),
+            "a_tags": np.stack([np.ascontiguousarray(a).view(np.uint8) for a in probes])}
+
+
 # ----------------------------------------------------------------------------- campaign
 
 def _mismatch(got: np.ndarray, want: np.ndarray) -> int:
@@ -376,6 +433,24 @@ def run(out: Path, *, explore: bool, matrix_n: int, wgmma_n: int, epi_n: int, st
                                   "elem_bytes": np.array(kept_eb, np.int32)}, "tma",
              {"cases": kept_cases, "smem": TMA_SMEM},
              int(sum(c["box"][0] * c["box"][1] * e for c, e in zip(kept_cases, kept_eb))))
+    if not only or "fragments" in only:
+        from refmodel.verify.replay_layouts import fragment_identity_errors
+
+        for instr in FRAGMENT_INSTRS:
+            for rs in (False, True):
+                v = (instr, rs, 0, 0, 1, 1)
+                arr = fragment_cases(instr)
+                d, bases = hw.run_wgmma_desc(hw.WgmmaVariant(*v), arr["images"], arr["desc_a"], arr["desc_b"],
+                                             arr["c_regs"], arr["scale_d"], arr["a_regs"] if rs else None)
+                m = wgmma_model(v, arr, bases) if compare else d
+                ident = fragment_identity_errors(instr, arr["a_tags"], d)
+                note(f"fragments {instr.split('aligned.')[1]} rs={int(rs)} (D = tagged A)", d.size,
+                     _mismatch(d, m) + ident)
+                save("fragments", f"fragments_{instr.split('aligned.')[1].replace('.', '_')}_{'rs' if rs else 'ss'}",
+                     {**arr, "hw_d_regs": d, "bases": bases}, "fragments",
+                     {"instr": instr, "rs": rs, "trans_a": 0, "trans_b": 0, "imm_scale_a": 1, "imm_scale_b": 1},
+                     int(d.size))
+
     if not only or "tma_faults" in only:
         import subprocess
 
@@ -407,7 +482,7 @@ def main(argv=None) -> int:
     p.add_argument("--epilogue-cases", type=int, default=16)
     p.add_argument("--store", default="matrix=16,wgmma=10,epilogue=1,tma=2",
                    help="cases of each launch kept as fixtures (the rest is compared, not stored)")
-    p.add_argument("--only", nargs="*", choices=["matrix", "wgmma", "epilogue", "tma", "tma_faults"])
+    p.add_argument("--only", nargs="*", choices=["matrix", "wgmma", "epilogue", "tma", "tma_faults", "fragments"])
     p.add_argument("--fault-child", help=argparse.SUPPRESS)
     p.add_argument("--no-model", action="store_true", help="(with --explore) record only, compare later")
     a = p.parse_args(argv)

@@ -19,6 +19,16 @@ from .numerics.wgmma import wgmma, wgmma_reference
 from .numerics.gemm import gemm
 from .numerics.error_report import error_vs_k
 from .numerics.scaled_mm import scaled_mm
+from .layouts.swizzle import Swizzle, SwizzleMode, MODES as SWIZZLE_MODES, swizzle_mode, swizzle_address
+from .layouts.smem import SmemLayout, dense_strides, tile_image, rowmajor_offsets
+from .layouts.descriptor import MatrixDescriptor, operand_addresses
+from .layouts.fragment import (accumulator_layout, a_fragment_layout, pack_accumulator, unpack_accumulator,
+                               pack_a_fragment, unpack_a_fragment)
+from .layouts.stmatrix import MATRIX_FORMS, parse_matrix_instr
+from .machine.stmatrix import stmatrix, ldmatrix
+from .machine.wgmma import wgmma_smem, wgmma_registers
+from .machine.epilogue import epilogue_stmatrix
+from .machine.tma import tma_load
 from .interop import accepts_frameworks as _accepts_frameworks
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
@@ -32,6 +42,12 @@ diff = _accepts_frameworks(diff)
 wgmma = _accepts_frameworks(wgmma)
 gemm = _accepts_frameworks(gemm)
 scaled_mm = _accepts_frameworks(scaled_mm)
+stmatrix = _accepts_frameworks(stmatrix)
+ldmatrix = _accepts_frameworks(ldmatrix)
+wgmma_smem = _accepts_frameworks(wgmma_smem)
+wgmma_registers = _accepts_frameworks(wgmma_registers)
+epilogue_stmatrix = _accepts_frameworks(epilogue_stmatrix)
+tma_load = _accepts_frameworks(tma_load)
 
 __version__ = "0.1.0"
 
@@ -44,4 +60,11 @@ __all__ = [
     "WGMMA_FORMS", "parse_wgmma", "diff", "wgmma", "wgmma_reference", "gemm", "error_vs_k",
     "AccumParams", "IntAccumParams", "BINDING", "params_for", "with_params", "fdpa", "fma_f32",
     "PROMOTE_OPS", "scaled_mm",
+    # layouts
+    "Swizzle", "SwizzleMode", "SWIZZLE_MODES", "swizzle_mode", "swizzle_address", "SmemLayout", "dense_strides",
+    "tile_image", "rowmajor_offsets", "MatrixDescriptor", "operand_addresses", "accumulator_layout",
+    "a_fragment_layout", "pack_accumulator", "unpack_accumulator", "pack_a_fragment", "unpack_a_fragment",
+    "MATRIX_FORMS", "parse_matrix_instr",
+    # machine
+    "stmatrix", "ldmatrix", "wgmma_smem", "wgmma_registers", "epilogue_stmatrix", "tma_load",
 ]

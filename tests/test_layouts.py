@@ -359,3 +359,22 @@ def test_layout_fuzzer_finds_and_saves_a_planted_wrong_read(tmp_path):
     assert ok.mismatches == 0 and ok.tiles == 16 and ok.outputs > 0
     with pytest.raises(InputError, match="no layout variant"):
         fuzz_layout("layout:zz", cases=1, out=tmp_path)
+
+
+@pytest.mark.parametrize("rs", [False, True])
+def test_tagged_identity_probe_detects_any_register_permutation(rs):
+    """The fragment probe of the H200 recordings: D = tagged A (B = I).  The model passes it,
+    and swapping two registers of one thread, or two threads, is caught."""
+    from gpu import record_layouts as R
+    from refmodel.verify.replay_layouts import fragment_identity_errors, wgmma_model
+
+    for instr in R.FRAGMENT_INSTRS:
+        arr = R.fragment_cases(instr)
+        d = wgmma_model((instr, rs, 0, 0, 1, 1), arr, np.zeros(len(arr["images"]), np.uint32))
+        assert fragment_identity_errors(instr, arr["a_tags"], d) == 0, instr
+        regs = d.copy()
+        regs[:, 5, [1, 2]] = regs[:, 5, [2, 1]]
+        threads = d.copy()
+        threads[:, [1, 2]] = threads[:, [2, 1]]
+        assert fragment_identity_errors(instr, arr["a_tags"], regs) > 0, instr
+        assert fragment_identity_errors(instr, arr["a_tags"], threads) > 0, instr

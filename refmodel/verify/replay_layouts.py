@@ -132,6 +132,38 @@ def replay_tma(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: boo
     return total
 
 
+def fragment_identity_errors(instr: str, a_tags: np.ndarray, d_regs: np.ndarray) -> int:
+    """Registers whose value is not the tagged A element the layouts place there (B = I, C = 0:
+    D = A exactly).  Independent of the accumulator numerics: the tags convert exactly."""
+    from ..dtypes import element_dtype
+    from ..layouts.fragment import pack_accumulator
+    from ..wgmma_forms import parse_wgmma
+
+    f = parse_wgmma(instr)
+    bad = 0
+    for tags, regs in zip(a_tags, d_regs):
+        a = np.ascontiguousarray(tags).view(element_dtype(f.dtype_a)).reshape(64, f.k)
+        want = a[:, :f.n].astype(np.float64)
+        if f.dtype_a == "tf32":
+            want = (a[:, :f.n].view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+        acc = (want.astype(np.int32) if f.dtype_d == "s32" else want.astype(element_dtype(f.dtype_d)))
+        bad += int(np.count_nonzero(pack_accumulator(acc, f.dtype_d) != regs))
+    return bad
+
+
+@replayer("fragments")
+def replay_fragments(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """Tagged-identity probes: the hardware's D registers against refmodel, and against the
+    tags the fragment layouts say each register holds."""
+    v = (meta["instr"], meta["rs"], 0, 0, 1, 1)
+    _check_cases(arrays, "hw_d_regs", arrays["images"].shape[0], meta["instr"])
+    d = wgmma_model(v, arrays, arrays["bases"])
+    r = _count(d, arrays["hw_d_regs"], meta["instr"], {})
+    ident = fragment_identity_errors(meta["instr"], arrays["a_tags"], arrays["hw_d_regs"])
+    details = r.details + ([f"{ident} registers differ from the tagged A element the layouts predict"] if ident else [])
+    return Result(r.cases, r.mismatches + ident, details)
+
+
 @replayer("tma_faults")
 def replay_tma_faults(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     """The H200 faulted exactly on the loads refmodel refuses (a box column start off 16 bytes)."""
