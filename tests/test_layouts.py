@@ -378,3 +378,20 @@ def test_tagged_identity_probe_detects_any_register_permutation(rs):
         threads[:, [1, 2]] = threads[:, [2, 1]]
         assert fragment_identity_errors(instr, arr["a_tags"], regs) > 0, instr
         assert fragment_identity_errors(instr, arr["a_tags"], threads) > 0, instr
+
+
+def test_make_descriptor_rules_and_k_steps():
+    from refmodel.layouts.descriptor import make_descriptor
+
+    d = make_descriptor(0x2000, swizzle="128B", rows=64, k=64, elem_bytes=2, k_step=3, smem_size=0x4000)
+    assert d.start_address == 0x2060 and d.sbo == 1024 and d.swizzle == 1
+    with pytest.raises(InputError, match="must start on its 1024-byte pattern.*base_offset=4"):
+        make_descriptor(0x1200, swizzle="128B", rows=64, k=64, elem_bytes=2)
+    ok = make_descriptor(0x1200, swizzle="128B", rows=64, k=64, elem_bytes=2, base_offset=4)
+    assert ok.base_offset == 4
+    with pytest.raises(InputError, match="inside one 64-byte swizzle row"):
+        make_descriptor(0, swizzle="64B", rows=64, k=32, elem_bytes=2, k_step=2)
+    with pytest.raises(InputError, match="past the 4096-byte shared memory"):
+        make_descriptor(0, swizzle="none", rows=64, k=16, elem_bytes=2, sbo=512, smem_size=4096)
+    with pytest.raises(InputError, match="multiple of 16"):
+        make_descriptor(8, rows=64, k=16, elem_bytes=2)

@@ -240,3 +240,43 @@ def describe(desc: "MatrixDescriptor | int") -> list[str]:
     if d.sbo == 0:
         notes.append("SBO is 0: every 8-row group reads the same bytes")
     return notes
+
+
+def make_descriptor(start: int, *, major: str = "K", swizzle="none", rows: int, k: int, elem_bytes: int,
+                    lbo: int | None = None, sbo: int | None = None, base_offset: int = 0,
+                    k_step: int = 0, smem_size: int | None = None, smem_base: int = 0) -> MatrixDescriptor:
+    """A validated descriptor for an ``rows x k`` operand tile stored at shared address ``start``
+    in the dense canonical layout (or with the given LBO/SBO); it describes what one
+    instruction reads (32 bytes of K per row).
+
+    ``k_step`` (K-major, swizzled) advances the start by ``k_step * 32`` bytes inside the
+    swizzle row, as CUTLASS does between instructions.  Rules, each a one-line error: the
+    start is 16-byte aligned; a swizzled tile starts on its pattern (256/512/1024 bytes)
+    unless a base offset says where the pattern began; the K step stays inside the swizzle
+    row; every byte read lies inside ``[smem_base, smem_base + smem_size)``.
+    """
+    from .smem import dense_strides
+    from .swizzle import swizzle_mode
+
+    m = swizzle_mode(swizzle)
+    if not isinstance(start, (int, np.integer)) or isinstance(start, bool) or start < 0 or start % 16:
+        raise InputError(f"a descriptor's start address must be a non-negative multiple of 16 (one atom), got {start!r}")
+    start = int(start)
+    dl, ds = dense_strides(major, m, rows, k * elem_bytes if str(major).upper() == "K" else None)
+    if m.bits and (start - int(base_offset) * 128) % m.period:
+        raise InputError(f"a {m.name}-swizzled tile must start on its {m.period}-byte pattern: start {start:#x} is "
+                         f"{start % m.period} bytes in; if the tile was swizzled as if its pattern began there, "
+                         f"set base_offset={(start >> 7) & 7}")
+    if k_step:
+        if str(major).upper() != "K" or not m.bits or k_step * 32 + 32 > m.width:
+            raise InputError(f"a K step of {k_step} x 32 bytes must stay inside one {m.width}-byte swizzle row "
+                             f"of a swizzled K-major tile")
+        start += 32 * int(k_step)
+    d = MatrixDescriptor(start, dl if lbo is None else lbo, ds if sbo is None else sbo, int(base_offset), m.desc_code)
+    if smem_size is not None:
+        addr = operand_addresses(d, rows, 32 // elem_bytes, elem_bytes, major=major)  # one instruction's K
+        lo, hi = int(addr.min()) - smem_base, int(addr.max()) - smem_base
+        if lo < 0 or hi >= smem_size:
+            raise InputError(f"the operand reads shared addresses {int(addr.min()):#x}..{int(addr.max()):#x}, past "
+                             f"the {smem_size}-byte shared memory at {smem_base:#x}: check the start address and SBO")
+    return d
