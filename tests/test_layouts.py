@@ -392,6 +392,6 @@ def test_make_descriptor_rules_and_k_steps():
     with pytest.raises(InputError, match="inside one 64-byte swizzle row"):
         make_descriptor(0, swizzle="64B", rows=64, k=32, elem_bytes=2, k_step=2)
     with pytest.raises(InputError, match="past the 4096-byte shared memory"):
-        make_descriptor(0, swizzle="none", rows=64, k=16, elem_bytes=2, sbo=512, smem_size=4096)
+        make_descriptor(0, swizzle="none", rows=64, k=16, elem_bytes=2, sbo=1024, smem_size=4096)
     with pytest.raises(InputError, match="multiple of 16"):
         make_descriptor(8, rows=64, k=16, elem_bytes=2)
