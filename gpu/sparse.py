@@ -1,0 +1,130 @@
+"""Sparse wgmma (``wgmma.mma_async.sp``) on the GPU, from what a kernel holds: a shared-memory
+image, descriptors (start relative to the image), the per-thread sp-meta register, the
+accumulator (and for RS the A) registers.  One block of 128 threads per case; returns the
+D registers and the shared base address, exactly what ``refmodel.machine`` consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refmodel.errors import InputError
+from refmodel.wgmma_sp_forms import WgmmaSpForm, parse_wgmma_sp
+
+from .layouts import _SBASE, _set_smem
+from .runtime import compile_module, require_device
+
+
+@dataclass(frozen=True)
+class SpVariant:
+    """The compiled-in part of a sparse wgmma launch (immediates)."""
+
+    instr: str
+    rs: bool = False
+    sp_sel: int = 0
+    trans_a: int = 0
+    trans_b: int = 0
+    imm_scale_a: int = 1
+    imm_scale_b: int = 1
+
+    @property
+    def form(self) -> WgmmaSpForm:
+        return parse_wgmma_sp(self.instr)
+
+
+def sp_kernel_source(v: SpVariant) -> str:
+    """Kernel ``wgmma_sp_kernel(img, size, desc_a, desc_b, afrag, meta, cin, dout, scale_d, bases)``."""
+    f = v.form
+    if v.sp_sel not in f.sp_sels:
+        raise InputError(f"{f.instr}: sp-sel must be one of {f.sp_sels}, got {v.sp_sel}")
+    if (v.trans_a or v.trans_b) and not f.has_transpose:
+        raise InputError(f"{f.instr}: imm-trans only for f16/bf16")
+    nregs = f.d_regs
+    is_f32 = f.dtype_d == "f32"
+    acc_t, con = ("float", "+f") if is_f32 else ("u32", "+r")
+    load = "__uint_as_float(cin[cb + i])" if is_f32 else "cin[cb + i]"
+    store = "__float_as_uint(d[i])" if is_f32 else "d[i]"
+    dlist = ", ".join(f"%{i}" for i in range(nregs))
+    outs = ", ".join(f'"{con}"(d[{i}])' for i in range(nregs))
+    if v.rs:
+        a_op = "{" + ", ".join(f"%{nregs + j}" for j in range(4)) + "}"
+        b_op, m_op, p_op = f"%{nregs + 4}", f"%{nregs + 5}", f"%{nregs + 6}"
+        ins = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(mt), "r"(sd)'
+    else:
+        a_op, b_op, m_op, p_op = f"%{nregs}", f"%{nregs + 1}", f"%{nregs + 2}", f"%{nregs + 3}"
+        ins = '"l"(da), "l"(db), "r"(mt), "r"(sd)'
+    tail = ""
+    if f.has_imm_scale:
+        tail += f", {v.imm_scale_a}, {v.imm_scale_b}"
+    if f.has_transpose:
+        tail += f", {v.trans_b}" if v.rs else f", {v.trans_a}, {v.trans_b}"
+    asm = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {p_op}, 0;\\n'
+           f'{f.instr} {{{dlist}}}, {a_op}, {b_op}, {m_op}, {v.sp_sel}, p{tail};\\n}}\\n"\n'
+           f'      : {outs}\n      : {ins});')
+    return _SBASE + f"""
+#define NREGS {nregs}
+extern "C" __global__ void __launch_bounds__(128, 1)
+wgmma_sp_kernel(const u8* __restrict__ img, int size, const u64* __restrict__ desc_a,
+                const u64* __restrict__ desc_b, const u32* __restrict__ afrag, const u32* __restrict__ meta,
+                const u32* __restrict__ cin, u32* __restrict__ dout, const int* __restrict__ scale_d,
+                u32* __restrict__ bases)
+{{
+  extern __shared__ __align__(1024) u8 sm[];
+  const int t = threadIdx.x; const long c = blockIdx.x;
+  const uint4* src = (const uint4*)(img + c * size);
+  for (int i = t; i < size / 16; i += 128) ((uint4*)sm)[i] = src[i];
+  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+  __syncthreads();
+  const u32 sb = smem_base_of(sm);
+  if (t == 0) bases[c] = sb;
+  const u64 da = desc_a[c] + (u64)(sb >> 4);
+  const u64 db = desc_b[c] + (u64)(sb >> 4);
+  const u32* ap = afrag + (c * 128 + t) * 4;
+  u32 a0 = ap[0], a1 = ap[1], a2 = ap[2], a3 = ap[3];
+  u32 mt = meta[c * 128 + t];
+  {acc_t} d[NREGS];
+  const long cb = (c * 128 + t) * NREGS;
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) d[i] = {load};
+  const int sd = scale_d[c];
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) asm volatile("" : "{con}"(d[i]) :: "memory");
+  asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3), "+r"(mt) :: "memory");
+  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+  {asm}
+  asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) asm volatile("" : "{con}"(d[i]) :: "memory");
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) dout[cb + i] = {store};
+}}
+"""
+
+
+def run_wgmma_sp(v: SpVariant, images: np.ndarray, desc_a: np.ndarray, desc_b: np.ndarray, meta: np.ndarray,
+                 c_regs: np.ndarray, scale_d: np.ndarray, a_regs: np.ndarray | None = None):
+    """C cases of one variant: images uint8 (C, size), desc_a/desc_b uint64 (C,) (starts relative
+    to the image), meta uint32 (C, 128) sp-meta registers, c_regs uint32 (C, 128, regs), scale_d
+    (C,), a_regs uint32 (C, 128, 4) for RS.  Returns (d_regs (C, 128, regs), bases (C,))."""
+    cp = require_device()
+    images = np.ascontiguousarray(images, dtype=np.uint8)
+    c, size = images.shape
+    if size % 16:
+        raise InputError(f"image size must be a multiple of 16, got {size}")
+    k = compile_module(sp_kernel_source(v)).get_function("wgmma_sp_kernel")
+    _set_smem(k, size)
+    af = np.zeros((c, 128, 4), np.uint32) if a_regs is None else np.ascontiguousarray(a_regs, dtype=np.uint32)
+    d_c = cp.asarray(np.ascontiguousarray(c_regs, dtype=np.uint32))
+    d_out = cp.zeros_like(d_c)
+    d_base = cp.zeros(c, dtype=cp.uint32)
+    k((c,), (128,), (cp.asarray(images), np.int32(size), cp.asarray(np.ascontiguousarray(desc_a, np.uint64)),
+                     cp.asarray(np.ascontiguousarray(desc_b, np.uint64)), cp.asarray(af),
+                     cp.asarray(np.ascontiguousarray(meta, np.uint32)), d_c, d_out,
+                     cp.asarray(np.ascontiguousarray(scale_d, np.int32)), d_base), shared_mem=size)
+    cp.cuda.runtime.deviceSynchronize()
+    return cp.asnumpy(d_out), cp.asnumpy(d_base)
+
+
+__all__ = ["SpVariant", "sp_kernel_source", "run_wgmma_sp"]
