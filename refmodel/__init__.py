@@ -20,6 +20,18 @@ from .numerics.gemm import gemm
 from .numerics.error_report import error_vs_k
 from .numerics.scaled_mm import scaled_mm
 from .interop import accepts_frameworks as _accepts_frameworks
+from .validate import check_real_scalar as _check_real_scalar
+
+_fma_f32_kernel = fma_f32
+
+
+def fma_f32(x, y, z):
+    """RN32(x * y + z) with one rounding (see :func:`refmodel.numerics.accumulate.fma_f32`);
+    the three arguments must be real numbers."""
+    for name, v in (("x", x), ("y", y), ("z", z)):
+        _check_real_scalar(name, v)
+    return _fma_f32_kernel(x, y, z)
+
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
 cvt = _accepts_frameworks(cvt)
