@@ -3,6 +3,10 @@
 Pure CPU (numpy, ml_dtypes, numba); never imports cupy.
 """
 
+from ._numba_cache import ensure_cache_dir as _ensure_cache_dir
+
+_ensure_cache_dir()  # before any cache=True kernel is defined
+
 from .errors import WgrefError, FormError, InputError, DTypeError, DeviceError
 from .numerics.formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spec
 from .numerics.fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
