@@ -201,8 +201,8 @@ def amax(x, granularity: GranularityLike = "tensor") -> np.ndarray:
     g = parse_granularity(granularity)
     x32 = _to_f32(x)
     _check_ndim(x32.shape, g)
-    a = np.abs(x32)
-    a[~np.isfinite(a)] = 0
+    a = np.abs(np.asarray(x32))
+    a = np.where(np.isfinite(a), a, np.float32(0)).astype(np.float32)  # 0-d safe
     return _block_max(a, g)
 
 
