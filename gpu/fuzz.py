@@ -21,6 +21,7 @@ import numpy as np
 
 from refmodel.verify.case import WgmmaCase, save_case
 from refmodel.errors import InputError
+from refmodel.fileio import atomic_write_text
 from refmodel.dtypes import bits_of
 from refmodel.verify.shrink import shrink
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
@@ -124,7 +125,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     rep = FuzzReport(target, seed)
     start_batch = 0
     if resume and journal.exists():
-        lines = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
+        lines = read_journal(journal)
         if not lines or lines[0].get("header") != header:
             raise InputError(f"{journal} belongs to another campaign (target, seed or options differ); "
                              "use another --out or drop --resume")
@@ -136,7 +137,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
                 rep.mismatches += rec["mismatches"]
                 rep.seconds += rec["seconds"]
     else:
-        journal.write_text(json.dumps({"header": header}) + "\n")
+        atomic_write_text(journal, json.dumps({"header": header}) + "\n")
     rep.batches = start_batch
     bar = _progress(cases, rep.tiles, progress)
     t_start = time.time()
@@ -182,6 +183,42 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
         gen_pool.shutdown(wait=True)
     bar(0, rep, close=True)
     return rep
+
+
+def read_journal(journal: Path) -> list[dict]:
+    """The journal's records.  A torn last line (the campaign was killed while writing
+    it) is dropped with a warning, and the file is cut back to its last whole line so the
+    resumed campaign appends cleanly; a corrupt line before the last is an InputError."""
+    import warnings
+
+    try:
+        raw = journal.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {journal}: {e.strerror or e}") from None
+    lines = raw.split(b"\n")
+    recs, good_bytes = [], 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            good_bytes += len(line) + 1
+            continue
+        try:
+            rec = json.loads(line.decode())
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            if "batch" in rec and not all(isinstance(rec.get(k), (int, float)) and not isinstance(rec.get(k), bool)
+                                          for k in ("batch", "tiles", "outputs", "mismatches", "seconds")):
+                raise ValueError("incomplete batch record")
+        except (ValueError, UnicodeDecodeError):
+            if all(not x.strip() for x in lines[i + 1:]) and i > 0:
+                warnings.warn(f"{journal}: dropping a torn last line (an interrupted write)", stacklevel=2)
+                with open(journal, "r+b") as fh:
+                    fh.truncate(good_bytes)
+                break
+            raise InputError(f"{journal} line {i + 1} is not a journal record; the journal is corrupt "
+                             "(use another --out or drop --resume)") from None
+        recs.append(rec)
+        good_bytes += len(line) + 1
+    return recs
 
 
 def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, rep) -> Path:
@@ -276,7 +313,7 @@ def fuzz_cvt(target: str, *, cases: int, seed: int = 0, seconds: Optional[float]
                      "b": None if ops[1] is None else f"0x{int(ops[1][i]):x}",
                      "refmodel": f"0x{int(got[i]):x}", "hardware": f"0x{int(want[i]):x}", "seed": [seed, b]}
             path = out / "repro_cvt.json"
-            path.write_text(json.dumps(first, indent=1))
+            atomic_write_text(path, json.dumps(first, indent=1))
             rep.repro, rep.first = str(path), {**first, "minimal": json.dumps(first)}
             break
         b += 1

@@ -35,7 +35,8 @@ import ml_dtypes
 import numpy as np
 
 from refmodel.verify.differ import diff
-from refmodel.errors import InputError
+from refmodel.errors import DTypeError, InputError
+from refmodel.fileio import save_npz
 from refmodel.numerics.fp8 import encode
 from refmodel.dtypes import bits_of
 from refmodel.wgmma_forms import parse_wgmma
@@ -131,10 +132,8 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
         fam = families[i % len(families)]
         rng = np.random.default_rng([seed, i])
         a, b, sa, sb = make_case(rng, fam, m, n, k, sched)
-        got = np.asarray(run(a, b, sa, sb))
         want = sched.expected(a, b, sa, sb)
-        d = diff(got.astype(want.dtype) if got.dtype != want.dtype else got, want,
-                 labels=("row", "col"), name=f"case {i} ({fam})")
+        d = compare_output(run(a, b, sa, sb), want, name=f"case {i} ({fam})")
         rep.cases += 1
         rep.outputs += d.total
         rep.mismatches += d.mismatches
@@ -149,12 +148,28 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
                     p = Path(out)
                     p.mkdir(parents=True, exist_ok=True)
                     path = p / "user_kernel_repro.npz"
-                    np.savez_compressed(path, a=small["a"], b_nk=small["b"], scale_a=small["sa"],
+                    save_npz(path, a=small["a"], b_nk=small["b"], scale_a=small["sa"],
                                         scale_b=small["sb"], got=bits_of(small["got"]), want=bits_of(small["want"]),
                                         schedule=np.array(json.dumps(asdict(sched))))
                     rep.repro = str(path)
             break
     return rep
+
+
+def compare_output(got, want: np.ndarray, *, name: str = "diff"):
+    """Bit-for-bit diff of a kernel's output with the expected one.  Bit for bit includes
+    the dtype: a kernel that returns float32 (or float64) where the schedule says bf16 is
+    refused with a DTypeError, never converted to bf16 first and then called a match."""
+    from refmodel.validate import as_array
+
+    got = as_array("the kernel's output", got, what="a numpy array")
+    if got.dtype != want.dtype:
+        raise DTypeError(f"the kernel returned {got.dtype.name} but the schedule's out_dtype "
+                         f"expects {want.dtype.name}; bit for bit includes the dtype")
+    if got.shape != want.shape:
+        raise InputError(f"the kernel returned shape {got.shape} but the expected output has "
+                         f"shape {want.shape}")
+    return diff(got, want, labels=("row", "col"), name=name)
 
 
 def shrink_gemm(run: Callable, sched: Schedule, a, b, sa, sb) -> tuple[dict, list[str]]:
@@ -171,7 +186,9 @@ def shrink_gemm(run: Callable, sched: Schedule, a, b, sa, sb) -> tuple[dict, lis
         except Exception:
             return None
         want = sched.expected(a_, b_, sa_, sb_)
-        bad = bits_of(got.astype(want.dtype)) != bits_of(want)
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return None
+        bad = bits_of(got) != bits_of(want)
         return bad if bad.any() else None
 
     cur = [a, b, sa, sb]
@@ -248,8 +265,8 @@ def shrink_gemm(run: Callable, sched: Schedule, a, b, sa, sb) -> tuple[dict, lis
                 cur = cand
     got = np.asarray(run(*cur))
     want = sched.expected(*cur)
-    d = diff(got.astype(want.dtype), want, labels=("row", "col"), name="minimal case")
-    res = {"a": cur[0], "b": cur[1], "sa": cur[2], "sb": cur[3], "got": got.astype(want.dtype), "want": want,
+    d = compare_output(got, want, name="minimal case")
+    res = {"a": cur[0], "b": cur[1], "sa": cur[2], "sb": cur[3], "got": got, "want": want,
            "m": cur[0].shape[0], "n": cur[1].shape[0], "k": cur[0].shape[1],
            "nonzero_a": int(np.count_nonzero(cur[0])), "nonzero_b": int(np.count_nonzero(cur[1])),
            "scale_a": cur[2], "scale_b": cur[3], "diff": d.to_text()}

@@ -3,6 +3,10 @@
 Pure CPU (numpy, ml_dtypes, numba); never imports cupy.
 """
 
+from ._numba_cache import ensure_cache_dir as _ensure_cache_dir
+
+_ensure_cache_dir()  # before any cache=True kernel is defined
+
 from .errors import WgrefError, FormError, InputError, DTypeError, DeviceError
 from .numerics.formats import FormatSpec, FORMATS, E4M3, E5M2, F16, BF16, F32, format_spec
 from .numerics.fp8 import (encode, decode, round_to_format, pack_x2, unpack_x2, pack_x4,
@@ -30,6 +34,18 @@ from .machine.wgmma import wgmma_smem, wgmma_registers
 from .machine.epilogue import epilogue_stmatrix
 from .machine.tma import tma_load
 from .interop import accepts_frameworks as _accepts_frameworks
+from .validate import check_real_scalar as _check_real_scalar
+
+_fma_f32_kernel = fma_f32
+
+
+def fma_f32(x, y, z):
+    """RN32(x * y + z) with one rounding (see :func:`refmodel.numerics.accumulate.fma_f32`);
+    the three arguments must be real numbers."""
+    for name, v in (("x", x), ("y", y), ("z", z)):
+        _check_real_scalar(name, v)
+    return _fma_f32_kernel(x, y, z)
+
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)
 cvt = _accepts_frameworks(cvt)

@@ -48,8 +48,10 @@ def bits_of(x: np.ndarray) -> np.ndarray:
 
 def raw_bits(x: np.ndarray, name: str) -> np.ndarray:
     """View a typed array of element type ``name`` as unsigned integers of the same width."""
+    from .validate import as_array
+
     dt = element_dtype(name)
-    x = np.asarray(x)
+    x = as_array(f"{name} data", x, what=f"a {dt.name} array")
     if x.dtype != dt:
         raise DTypeError(f"{name} data must be a {dt.name} array, got {x.dtype.name}")
     return np.ascontiguousarray(x).view(_UINT_OF_SIZE[dt.itemsize])

@@ -31,3 +31,30 @@ def pytest_runtest_makereport(item, call):
     seeds = [v for k, v in item.user_properties if k == "seed"]
     if rep.failed and seeds:
         rep.sections.append(("seed", "reproduce with seed " + "; ".join(seeds)))
+
+
+# ----------------------------------------------------------------------------- Hypothesis profiles
+# CI is deterministic (derandomize): the same examples every run.  HYPOTHESIS_PROFILE=thorough
+# runs many more, randomly seeded, for local bug hunting.
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", derandomize=False, deadline=None, max_examples=2000,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# adversarial cases tried by tests/test_adversarial.py in this session (printed at the end)
+ADVERSARIAL = {"cases": 0}
+
+
+@pytest.fixture(scope="session")
+def adversarial_counter():
+    return ADVERSARIAL
+
+
+def pytest_terminal_summary(terminalreporter):
+    if ADVERSARIAL["cases"]:
+        terminalreporter.write_line(f"adversarial cases tried: {ADVERSARIAL['cases']}")

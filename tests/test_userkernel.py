@@ -1,10 +1,11 @@
 """The user-kernel fuzzing API, without a GPU: Python 'kernels' with planted bugs."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from gpu.userkernel import DemoFP8Gemm, Schedule, fuzz_user_kernel
-from refmodel.errors import InputError
+from gpu.userkernel import DemoFP8Gemm, Schedule, compare_output, fuzz_user_kernel
+from refmodel.errors import DTypeError, InputError
 
 SCHED = Schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", promote_every=4, out_dtype="bf16")
 
@@ -45,3 +46,23 @@ def test_demo_kernel_source_has_the_schedule():
     src = DemoFP8Gemm(promote=4, bug="promote_interval").source()
     assert "#define STAGE_EVERY 8" in src and "m64n128k32.f32.e4m3.e4m3" in src
     assert "#define SKIP_LAST 1" in DemoFP8Gemm(bug="drop_last_k").source()
+
+
+@pytest.mark.parametrize("wrong", [np.float32, np.float64])
+def test_kernel_returning_another_dtype_is_refused(wrong):
+    """Bit for bit includes the dtype: float32/float64 where bf16 is expected is no match,
+    even when its values round to the right bf16 (they are exactly the bf16 values here)."""
+    def widened(a, b_nk, sa, sb):
+        return SCHED.expected(a, b_nk, sa, sb).astype(wrong)
+
+    with pytest.raises(DTypeError, match=r"returned float(32|64) but .* expects bfloat16"):
+        fuzz_user_kernel(widened, SCHED, m=64, n=128, k=512, cases=1)
+
+
+def test_compare_output_is_the_comparison_step():
+    want = np.zeros((2, 2), ml_dtypes.bfloat16)
+    assert compare_output(want.copy(), want).ok
+    with pytest.raises(DTypeError):
+        compare_output(want.astype(np.float32), want)
+    with pytest.raises(InputError, match="shape"):
+        compare_output(np.zeros((2, 3), ml_dtypes.bfloat16), want)

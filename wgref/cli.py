@@ -7,14 +7,21 @@ Bad input gets one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
+import json as _stdjson
+import re
 import sys
 import time
+import types
 from typing import Callable
 
 import numpy as np
 
 from refmodel.errors import WgrefError
+from refmodel.validate import dumps_strict
+
+# every --json output is strict JSON: NaN / +-Inf are written as the strings "nan", "inf",
+# "-inf" (json.dumps would write NaN / Infinity, which strict parsers reject)
+json = types.SimpleNamespace(dumps=dumps_strict, loads=_stdjson.loads)
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -142,20 +149,17 @@ def cmd_formats(args) -> int:
 
 @command("quantize")
 def cmd_quantize(args) -> int:
+    from refmodel.fileio import load_npy, save_npz
     from refmodel.numerics import scaling
 
-    try:
-        x = np.load(args.input, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read {args.input}: {e}") from None
-    if not isinstance(x, np.ndarray):
-        raise UsageError(f"{args.input} must hold one array (.npy), not an archive")
+    x = load_npy(args.input)
     codes, scales = scaling.quantize(x, args.fmt, args.granularity, scale_format=args.scale_format)
-    np.savez_compressed(args.output, codes=codes, scales=scales,
-                        fmt=np.array(args.fmt), granularity=np.array(args.granularity),
-                        scale_format=np.array(args.scale_format))
+    # atomically (temp file + os.replace): a killed run leaves the previous file or none
+    save_npz(args.output, codes=codes, scales=scales,
+             fmt=np.array(args.fmt), granularity=np.array(args.granularity),
+             scale_format=np.array(args.scale_format))
     deq = scaling.dequantize(codes, scales, args.fmt, args.granularity)
-    xf = x.astype(np.float64)
+    xf = scaling._to_f32(x).astype(np.float64)
     finite = np.isfinite(xf)
     err = np.abs(deq.astype(np.float64) - xf)[finite]
     rel = float(np.linalg.norm(err) / max(np.linalg.norm(xf[finite]), 1e-300)) if err.size else 0.0
@@ -235,18 +239,17 @@ def cmd_verify(args) -> int:
 # ----------------------------------------------------------------------------- diff
 
 def _load_array(path: str) -> np.ndarray:
-    try:
-        if path.endswith(".npz"):
-            raise UsageError(f"{path}: give a .npy file (one array), or NAME.npz:key")
-        if ".npz:" in path:
-            f, key = path.split(".npz:", 1)
-            with np.load(f + ".npz", allow_pickle=False) as z:
-                if key not in z.files:
-                    raise UsageError(f"{f}.npz has no array {key!r}; it has {', '.join(z.files)}")
-                return z[key]
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read {path}: {e}") from None
+    from refmodel.fileio import load_npy, load_npz
+
+    if path.endswith(".npz"):
+        raise UsageError(f"{path}: give a .npy file (one array), or NAME.npz:key")
+    if ".npz:" in path:
+        f, key = path.split(".npz:", 1)
+        z = load_npz(f + ".npz")
+        if key not in z:
+            raise UsageError(f"{f}.npz has no array {key!r}; it has {', '.join(z) or 'none'}")
+        return z[key]
+    return load_npy(path)
 
 
 @command("diff")
@@ -256,8 +259,9 @@ def cmd_diff(args) -> int:
     got, want = _load_array(args.got), _load_array(args.want)
     rep = diff(got, want, fmt=args.fmt, nan_equal=args.nan_equal, name=args.name or "diff")
     if args.junit:
-        with open(args.junit, "w") as f:
-            f.write(rep.to_junit())
+        from refmodel.fileio import atomic_write_text
+
+        atomic_write_text(args.junit, rep.to_junit())
     print(rep.to_json() if args.json else rep.to_text())
     return 0 if rep.ok else 1
 
@@ -268,8 +272,14 @@ def cmd_diff(args) -> int:
 def cmd_error(args) -> int:
     from refmodel.numerics.error_report import error_vs_k, format_table, plot_error_vs_k
 
-    ks = [int(k) for k in args.k.split(",")]
-    promote = [None if p in ("none", "0") else int(p) for p in args.promote.split(",")]
+    try:
+        ks = [int(k) for k in args.k.split(",")]
+    except ValueError:
+        raise UsageError(f"--k must be comma-separated integers, got {args.k!r}") from None
+    try:
+        promote = [None if p.strip() in ("none", "0") else int(p) for p in args.promote.split(",")]
+    except ValueError:
+        raise UsageError(f"--promote must be comma-separated integers or 'none', got {args.promote!r}") from None
     rows = error_vs_k(args.instr, ks, promote, dist=args.dist, seed=args.seed,
                       promote_op=args.promote_op)
     if args.json:
@@ -397,13 +407,44 @@ def cmd_record(args) -> int:
         from gpu import record_forms
 
         rc |= record_forms.main(["--out", args.out])
+    if "layouts" in args.what:
+        from gpu import record_layouts
+
+        rc |= record_layouts.main(["--out", args.out])
     return 2 if rc & 2 else (1 if rc else 0)
 
 
 # ----------------------------------------------------------------------------- main
 
+# a value such as -1.5, -inf, -nan, -0x1.8p3 or -1e-3 is a value, not an option
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|infinity|nan|0x)", re.IGNORECASE)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with wgref's rules: negative numbers are values, and a usage error is one
+    line on stderr (exit 2), not the usage block."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
+    def error(self, message):
+        msg = " ".join(str(message).split())
+        sys.stderr.write(f"{self.prog}: error: {msg} (see {self.prog} -h)\n")
+        sys.exit(2)
+
+
+RECORD_KINDS = ("cvt", "wgmma", "torch", "forms", "layouts")
+
+
+def _record_kind(text: str) -> str:
+    if text not in RECORD_KINDS:
+        raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from {', '.join(RECORD_KINDS)})")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wgref", description="Bit-exact reference model of Hopper "
+    p = _Parser(prog="wgref", description="Bit-exact reference model of Hopper "
                                 "warpgroup MMA features, verified against the H200.")
     sub = p.add_subparsers(dest="cmd", metavar="command")
     sub.required = True
@@ -466,8 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
 
     rec = sub.add_parser("record", help="re-record fixtures on the GPU, with provenance")
-    rec.add_argument("what", nargs="*", default=["cvt", "wgmma", "torch", "forms"],
-                     choices=["cvt", "wgmma", "torch", "forms"])
+    rec.add_argument("what", nargs="*", type=_record_kind, default=None,
+                     help=f"what to record: {', '.join(RECORD_KINDS)} (default: all)")
     rec.add_argument("--out", default="fixtures")
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
@@ -483,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.cmd == "record" and not args.what:
+        args.what = list(RECORD_KINDS)  # the documented default: record every kind
     try:
         return COMMANDS[args.cmd](args)
     except WgrefError as e:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..validate import _describe
 from ..errors import DTypeError, InputError
 
 SWIZZLE_NAMES = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
@@ -44,7 +45,7 @@ _FIELD_MASK = (0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 <<
 
 def _check_offset(name: str, value: int) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise InputError(f"descriptor {name} must be an int, got {value!r}")
+        raise InputError(f"descriptor {name} must be an int, got {_describe(value)}")
     value = int(value)
     if value < 0 or value >= _ADDR_LIMIT or value % 16:
         raise InputError(f"descriptor {name} must be a multiple of 16 in 0..{_ADDR_LIMIT - 16}, got {value}")
@@ -66,10 +67,10 @@ class MatrixDescriptor:
         _check_offset("leading-dimension byte offset (LBO)", self.lbo)
         _check_offset("stride-dimension byte offset (SBO)", self.sbo)
         if not isinstance(self.base_offset, (int, np.integer)) or not 0 <= int(self.base_offset) <= 7:
-            raise InputError(f"descriptor base offset must be an int in 0..7, got {self.base_offset!r}")
+            raise InputError(f"descriptor base offset must be an int in 0..7, got {_describe(self.base_offset)}")
         if not isinstance(self.swizzle, (int, np.integer)) or int(self.swizzle) not in SWIZZLE_NAMES:
             raise InputError(f"descriptor swizzle mode must be 0 (none), 1 (128B), 2 (64B) or 3 (32B), "
-                             f"got {self.swizzle!r}")
+                             f"got {_describe(self.swizzle)}")
 
     def encode(self) -> int:
         """The 64-bit descriptor as a Python int."""
@@ -86,7 +87,7 @@ class MatrixDescriptor:
     def decode(cls, value: int) -> "MatrixDescriptor":
         """Split a 64-bit descriptor into its fields; reserved bits must be zero."""
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise InputError(f"a descriptor must be an int, got {value!r}")
+            raise InputError(f"a descriptor must be an int, got {_describe(value)}")
         value = int(value)
         if value < 0 or value >= 1 << 64:
             raise InputError(f"a descriptor must fit in 64 unsigned bits, got {value:#x}")
@@ -260,7 +261,7 @@ def make_descriptor(start: int, *, major: str = "K", swizzle="none", rows: int, 
 
     m = swizzle_mode(swizzle)
     if not isinstance(start, (int, np.integer)) or isinstance(start, bool) or start < 0 or start % 16:
-        raise InputError(f"a descriptor's start address must be a non-negative multiple of 16 (one atom), got {start!r}")
+        raise InputError(f"a descriptor's start address must be a non-negative multiple of 16 (one atom), got {_describe(start)}")
     start = int(start)
     dl, ds = dense_strides(major, m, rows, k * elem_bytes if str(major).upper() == "K" else None)
     if m.bits and (start - int(base_offset) * 128) % m.period:

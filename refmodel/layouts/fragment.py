@@ -35,6 +35,7 @@ import numpy as np
 
 from ..dtypes import (ELEMENT_DTYPES, _UINT_OF_SIZE, bits_of, element_bytes,  # noqa: F401
                       element_dtype, from_bits, raw_bits)
+from ..validate import _describe, as_array
 from ..errors import DTypeError, InputError
 
 THREADS = 128
@@ -60,8 +61,8 @@ def _acc_elements(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_n(n: int) -> None:
-    if not isinstance(n, (int, np.integer)) or n < 8 or n > 256 or n % 8:
-        raise InputError(f"N must be a multiple of 8 in 8..256, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 8 or n > 256 or n % 8:
+        raise InputError(f"N must be a multiple of 8 in 8..256, got {_describe(n)}")
 
 
 def accumulator_layout(n: int, dtype_d: str) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +72,7 @@ def accumulator_layout(n: int, dtype_d: str) -> tuple[np.ndarray, np.ndarray]:
     """
     _check_n(n)
     if dtype_d not in ("f32", "s32", "f16"):
-        raise InputError(f"accumulator type must be f32, s32 or f16, got {dtype_d!r}")
+        raise InputError(f"accumulator type must be f32, s32 or f16, got {_describe(dtype_d)}")
     rows, cols = _acc_elements(n)
     per = 2 if dtype_d == "f16" else 1
     return rows.reshape(THREADS, -1, per), cols.reshape(THREADS, -1, per)
@@ -83,7 +84,7 @@ def a_fragment_layout(dtype_a: str) -> tuple[np.ndarray, np.ndarray]:
     Slot ``e`` of a register is bits ``[e*w, (e+1)*w)`` for element width ``w``.
     """
     if dtype_a not in _K_OF:
-        raise InputError(f"A type must be one of {', '.join(_K_OF)}, got {dtype_a!r}")
+        raise InputError(f"A type must be one of {', '.join(_K_OF)}, got {_describe(dtype_a)}")
     w, g, q = _thread_parts()
     if dtype_a in ("f16", "bf16"):
         rows, cols = _acc_elements(16)
@@ -108,7 +109,7 @@ def _pack(bits: np.ndarray, rows: np.ndarray, cols: np.ndarray, width: int) -> n
 
 def _unpack(regs: np.ndarray, rows: np.ndarray, cols: np.ndarray, width: int,
             shape: tuple[int, int], utype) -> np.ndarray:
-    regs = np.asarray(regs, dtype=np.uint32)
+    regs = as_array("registers", regs).astype(np.uint32)
     per = rows.shape[-1]
     shifts = (np.arange(per, dtype=np.uint32) * width).astype(np.uint32)
     mask = np.uint32((1 << width) - 1) if width < 32 else np.uint32(0xFFFFFFFF)
@@ -136,7 +137,7 @@ def pack_accumulator(matrix: np.ndarray, dtype_d: str) -> np.ndarray:
 def unpack_accumulator(regs: np.ndarray, n: int, dtype_d: str) -> np.ndarray:
     """(..., 128, d_regs) uint32 register images -> (..., 64, N) typed accumulator."""
     rows, cols = accumulator_layout(n, dtype_d)
-    regs = np.asarray(regs)
+    regs = as_array("accumulator registers", regs)
     if regs.ndim < 2 or regs.shape[-2:] != rows.shape[:2]:
         raise InputError(f"accumulator registers for N={n} {dtype_d} must have shape "
                          f"(..., 128, {rows.shape[1]}), got {regs.shape}")
@@ -156,7 +157,7 @@ def pack_a_fragment(a: np.ndarray, dtype_a: str) -> np.ndarray:
 def unpack_a_fragment(regs: np.ndarray, dtype_a: str) -> np.ndarray:
     """(..., 128, 4) uint32 registers of the RS form -> (..., 64, K) typed A tile."""
     rows, cols = a_fragment_layout(dtype_a)
-    regs = np.asarray(regs)
+    regs = as_array("A registers", regs)
     if regs.ndim < 2 or regs.shape[-2:] != (THREADS, 4):
         raise InputError(f"A registers must have shape (..., 128, 4), got {regs.shape}")
     width = 8 * element_bytes(dtype_a)

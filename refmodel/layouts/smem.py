@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..validate import _describe, as_array
 from ..errors import InputError
 from .swizzle import ATOM_BYTES, SwizzleMode, swizzle_mode
 
@@ -33,16 +34,16 @@ MAJORS = ("K", "MN")
 
 
 def _major(major: str) -> str:
-    m = str(major).upper() if isinstance(major, str) else major
+    m = major.upper() if isinstance(major, str) else None
     if m not in MAJORS:
-        raise InputError(f"operand major must be 'K' or 'MN', got {major!r}")
+        raise InputError(f"operand major must be 'K' or 'MN', got {_describe(major)}")
     return m
 
 
 def _positive(name: str, v, multiple: int = 1) -> int:
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0 or v % multiple:
         what = f"a positive multiple of {multiple}" if multiple > 1 else "a positive int"
-        raise InputError(f"{name} must be {what}, got {v!r}")
+        raise InputError(f"{name} must be {what}, got {_describe(v)}")
     return int(v)
 
 
@@ -63,13 +64,13 @@ class SmemLayout:
         object.__setattr__(self, "major", _major(self.major))
         object.__setattr__(self, "mode", swizzle_mode(self.mode))
         if self.elem_bytes not in (1, 2, 4):
-            raise InputError(f"element size must be 1, 2 or 4 bytes, got {self.elem_bytes!r}")
+            raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(self.elem_bytes)}")
         if self.major == "MN" and self.elem_bytes != 2:
             raise InputError("an MN-major (transposed) operand must have 2-byte elements (f16/bf16); "
                              f"{self.elem_bytes}-byte elements must be K-major")
         for name, v in (("LBO", self.lbo), ("SBO", self.sbo)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v % 16:
-                raise InputError(f"{name} must be a non-negative multiple of 16 bytes, got {v!r}")
+                raise InputError(f"{name} must be a non-negative multiple of 16 bytes, got {_describe(v)}")
 
     @property
     def atom_elems(self) -> int:
@@ -125,7 +126,7 @@ def tile_image(tile: np.ndarray, major: str, mode, *, lbo: int | None = None, sb
     The image starts at address ``base`` (which the swizzle sees) and is ``size`` bytes
     (default: up to the last byte used).  Bytes not covered are zero.
     """
-    t = np.asarray(tile)
+    t = as_array("tile", tile)
     if t.ndim != 2:
         raise InputError(f"an operand tile must be 2-D (R, K), got shape {t.shape}")
     e = t.dtype.itemsize
@@ -160,8 +161,8 @@ def rowmajor_offsets(rows: int, cols: int, elem_bytes: int, mode, *, base: int =
     m = swizzle_mode(mode)
     rows = _positive("rows", rows)
     cols = _positive("cols", cols)
-    if elem_bytes not in (1, 2, 4):
-        raise InputError(f"element size must be 1, 2 or 4 bytes, got {elem_bytes!r}")
+    if isinstance(elem_bytes, bool) or not isinstance(elem_bytes, (int, np.integer)) or elem_bytes not in (1, 2, 4):
+        raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(elem_bytes)}")
     row_bytes = cols * elem_bytes
     w = m.width if m.bits else row_bytes
     if row_bytes % w:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..validate import _describe
 from ..errors import FormError
 
 LANES = 32
@@ -74,23 +75,23 @@ def parse_matrix_instr(instr: str, op: str | None = None) -> MatrixForm:
     if s in MATRIX_FORMS:
         f = MATRIX_FORMS[s]
         if op is not None and f.op != op:
-            raise FormError(f"expected a {op} opcode, got {instr!r}")
+            raise FormError(f"expected a {op} opcode, got {_describe(instr)}")
         return f
     parts = s.split(".")
     head = parts[0] if parts else ""
     if head not in ("ldmatrix", "stmatrix"):
-        raise FormError(f"{instr!r} is not an ldmatrix/stmatrix opcode")
+        raise FormError(f"{_describe(instr)} is not an ldmatrix/stmatrix opcode")
     if "m16n8" in parts or "b8" in parts or "m16n16" in parts:
-        raise FormError(f"{instr!r}: .m16n8/.m16n16 shapes and .b8 elements are sm_100+ only; "
+        raise FormError(f"{_describe(instr)}: .m16n8/.m16n16 shapes and .b8 elements are sm_100+ only; "
                         f"sm_90a has .m8n8 .b16")
     if any(p in ("f32", "b32", "f16", "bf16") for p in parts):
-        raise FormError(f"{instr!r}: the element type must be .b16 (stmatrix has no f32 form: "
+        raise FormError(f"{_describe(instr)}: the element type must be .b16 (stmatrix has no f32 form: "
                         f"convert and pack the accumulator to f16x2/bf16x2 first)")
     if not any(p in ("x1", "x2", "x4") for p in parts):
-        raise FormError(f"{instr!r}: the matrix count must be .x1, .x2 or .x4")
+        raise FormError(f"{_describe(instr)}: the matrix count must be .x1, .x2 or .x4")
     if parts[1:3] != ["sync", "aligned"]:
-        raise FormError(f"{instr!r}: the opcode must start with {head}.sync.aligned")
-    raise FormError(f"{instr!r} is not a valid sm_90a form; expected "
+        raise FormError(f"{_describe(instr)}: the opcode must start with {head}.sync.aligned")
+    raise FormError(f"{_describe(instr)} is not a valid sm_90a form; expected "
                     f"{head}.sync.aligned.m8n8.x{{1,2,4}}[.trans][.shared[::cta]].b16")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..validate import _describe, as_array
 from ..errors import InputError
 
 ATOM_BYTES = 16
@@ -46,7 +47,7 @@ class Swizzle:
     def __post_init__(self) -> None:
         for name, v in (("B", self.b), ("M", self.m), ("S", self.s)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
-                raise InputError(f"Swizzle<B,M,S> needs non-negative int parameters, got {name}={v!r}")
+                raise InputError(f"Swizzle<B,M,S> needs non-negative int parameters, got {name}={_describe(v)}")
         if self.s < self.b:
             raise InputError(f"Swizzle<B,M,S> needs S >= B (no overlapping bit fields), got B={self.b}, S={self.s}")
 
@@ -58,7 +59,7 @@ class Swizzle:
         if isinstance(x, (int, np.integer)):
             x = int(x)
             return x ^ ((x & mask) >> self.s)
-        x = np.asarray(x)
+        x = as_array("addresses", x)
         if x.dtype.kind not in "iu":
             raise InputError(f"swizzle addresses must be integers, got {x.dtype.name}")
         return x ^ ((x & mask) >> self.s)
@@ -118,13 +119,14 @@ def swizzle_mode(mode) -> SwizzleMode:
         widths = {0: "none", 16: "none", 32: "32B", 64: "64B", 128: "128B"}
         if int(mode) in widths:
             return _BY_NAME[widths[int(mode)]]
-    raise InputError(f"swizzle mode must be one of none, 32B, 64B, 128B, got {mode!r}")
+    raise InputError(f"swizzle mode must be one of none, 32B, 64B, 128B, got {_describe(mode)}")
 
 
 def mode_from_desc_code(code: int) -> SwizzleMode:
     """The mode a descriptor's 2-bit swizzle field (0 none, 1 128B, 2 64B, 3 32B) selects."""
-    if code not in _BY_DESC:
-        raise InputError(f"descriptor swizzle field must be 0..3, got {code!r}")
+    if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or int(code) not in _BY_DESC:
+        raise InputError(f"descriptor swizzle field must be 0..3, got {_describe(code)}")
+    code = int(code)
     return _BY_DESC[code]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validate import _describe, as_array
 from ..errors import InputError
 from ..layouts.fragment import pack_accumulator
 from ..layouts.smem import rowmajor_offsets
@@ -30,8 +31,8 @@ STMATRIX_X4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 def epilogue_addresses(n: int, mode="none", *, smem_base: int = 0) -> np.ndarray:
     """(N/16, 128) byte offsets each thread gives to the stmatrix.x4 of each slice."""
-    if not isinstance(n, (int, np.integer)) or n < 16 or n > 256 or n % 16:
-        raise InputError(f"the epilogue stores 16-column slices: N must be a multiple of 16 in 16..256, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 16 or n > 256 or n % 16:
+        raise InputError(f"the epilogue stores 16-column slices: N must be a multiple of 16 in 16..256, got {_describe(n)}")
     off = rowmajor_offsets(64, n, 2, swizzle_mode(mode), base=smem_base)
     t = np.arange(128)
     w, lane = t // 32, t % 32
@@ -44,9 +45,10 @@ def epilogue_addresses(n: int, mode="none", *, smem_base: int = 0) -> np.ndarray
 
 def pack_f16x2(acc: np.ndarray, out_type: str) -> np.ndarray:
     """(128, N/2) f32 accumulator registers -> (128, N/4) packed f16x2/bf16x2 registers."""
-    if out_type not in ("f16", "bf16"):
-        raise InputError(f"stmatrix stores 16-bit elements: out_type must be f16 or bf16, got {out_type!r}")
-    r = np.asarray(acc).view(np.float32) if np.asarray(acc).dtype == np.uint32 else np.asarray(acc, np.float32)
+    if not isinstance(out_type, str) or out_type not in ("f16", "bf16"):
+        raise InputError(f"stmatrix stores 16-bit elements: out_type must be f16 or bf16, got {_describe(out_type)}")
+    a = as_array("acc", acc)
+    r = a.view(np.float32) if a.dtype == np.uint32 else a.astype(np.float32)
     return cvt(f"cvt.rn.{out_type}x2.f32", r[:, 1::2], r[:, 0::2]).astype(np.uint32)
 
 
@@ -59,7 +61,7 @@ def epilogue_stmatrix(acc, out_type: str = "bf16", mode="none", *, smem_base: in
     uint32); the image (64 * 2N bytes) starts at ``smem_base`` and holds ``fill`` where
     nothing was written (none: the tile is covered exactly once).
     """
-    a = np.asarray(acc)
+    a = as_array("acc", acc)
     if a.ndim == 2 and a.shape[0] == 64 and a.dtype == np.float32:
         n = a.shape[1]
         regs = pack_accumulator(a, "f32").view(np.float32)
@@ -82,7 +84,7 @@ def epilogue_stmatrix(acc, out_type: str = "bf16", mode="none", *, smem_base: in
 def tile_from_image(img: np.ndarray, n: int, out_type: str, mode="none", *, smem_base: int = 0) -> np.ndarray:
     """The 64 x N tile (uint16 codes) a TMA store of the same layout would read from ``img``."""
     off = rowmajor_offsets(64, n, 2, swizzle_mode(mode), base=smem_base)
-    im = np.asarray(img, dtype=np.uint8)
+    im = as_array("img", img).astype(np.uint8)
     return (im[off].astype(np.uint16) | (im[off + 1].astype(np.uint16) << 8))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validate import _describe, as_array
 from ..errors import DTypeError, InputError
 from ..layouts.stmatrix import LANES, MatrixForm, fragment_map, parse_matrix_instr
 
@@ -18,7 +19,7 @@ ROW_BYTES = 16
 
 
 def _image(smem) -> np.ndarray:
-    s = np.asarray(smem)
+    s = as_array("the shared-memory image", smem)
     if s.dtype != np.uint8 or s.ndim != 1:
         raise DTypeError(f"the shared-memory image must be a 1-D uint8 array, got {s.dtype.name} "
                          f"with shape {s.shape}")
@@ -26,7 +27,7 @@ def _image(smem) -> np.ndarray:
 
 
 def _addresses(form: MatrixForm, addrs, size: int) -> np.ndarray:
-    a = np.asarray(addrs)
+    a = as_array("addrs", addrs)
     if a.shape != (LANES,):
         raise InputError(f"addrs must have shape (32,): one address per lane, got {a.shape}")
     if a.dtype.kind not in "iu":
@@ -55,7 +56,7 @@ def stmatrix(instr: str, regs, addrs, smem) -> np.ndarray:
     not defined)."""
     form = parse_matrix_instr(instr, "stmatrix")
     img = _image(smem)
-    r = np.asarray(regs)
+    r = as_array("regs", regs)
     if r.shape != (LANES, form.num):
         raise InputError(f"regs for {form.instr} must have shape (32, {form.num}), got {r.shape}")
     if r.dtype.kind not in "iu":

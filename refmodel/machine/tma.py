@@ -20,20 +20,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validate import _describe, as_array
 from ..errors import InputError
 from ..layouts.swizzle import swizzle_mode
 
 
 def _pos(name: str, v, lo: int, hi: int) -> int:
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v <= hi:
-        raise InputError(f"{name} must be an int in {lo}..{hi}, got {v!r}")
+        raise InputError(f"{name} must be an int in {lo}..{hi}, got {_describe(v)}")
     return int(v)
+
+
+def _pair(name: str, v) -> tuple:
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != 2:
+        raise InputError(f"{name} must be a pair (rows, cols), got {_describe(v)}")
+    return tuple(v)
 
 
 def tma_offsets(box: tuple[int, int], elem_bytes: int, mode="none", *, dst: int = 0,
                 smem_base: int = 0) -> np.ndarray:
     """(box_rows, box_cols * e) shared byte offsets (relative to the image) of each box byte."""
     m = swizzle_mode(mode)
+    box = _pair("box", box)
     br = _pos("box rows", box[0], 1, 256)
     bc = _pos("box columns", box[1], 1, 256)
     row_bytes = bc * elem_bytes
@@ -41,8 +49,8 @@ def tma_offsets(box: tuple[int, int], elem_bytes: int, mode="none", *, dst: int 
         raise InputError(f"a TMA box row must be a multiple of 16 bytes, got {bc} x {elem_bytes} = {row_bytes}")
     if m.bits and row_bytes > m.width:
         raise InputError(f"with {m.name} swizzle a TMA box row may be at most {m.width} bytes, got {row_bytes}")
-    if not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
-        raise InputError(f"the TMA destination must be a non-negative multiple of 128 bytes, got {dst!r}")
+    if isinstance(dst, bool) or not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
+        raise InputError(f"the TMA destination must be a non-negative multiple of 128 bytes, got {_describe(dst)}")
     pitch = m.width if m.bits else row_bytes  # swizzled rows are padded to the swizzle width
     i = np.arange(br, dtype=np.int64)[:, None]
     b = np.arange(row_bytes, dtype=np.int64)[None, :]
@@ -54,13 +62,14 @@ def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], 
              dst: int = 0, smem_size: int | None = None, smem_base: int = 0, fill: int = 0x5A) -> np.ndarray:
     """uint8 image (``smem_size`` bytes, ``fill`` where not written) after a TMA load of the
     ``box`` at ``coords`` (row, col) of the 2-D row-major ``tensor``."""
-    t = np.asarray(tensor)
+    t = as_array("tensor", tensor)
     if t.ndim != 2 or t.dtype.itemsize not in (1, 2, 4):
         raise InputError(f"the tensor must be 2-D with 1-, 2- or 4-byte elements, got {t.dtype.name} {t.shape}")
     e = t.dtype.itemsize
     off = tma_offsets(box, e, mode, dst=dst, smem_base=smem_base)
     br, bc = int(box[0]), int(box[1])
-    r0, c0 = (int(coords[0]), int(coords[1]))
+    coords = _pair("coords", coords)
+    r0, c0 = (_pos("coords[0]", coords[0], -(1 << 31), (1 << 31) - 1), _pos("coords[1]", coords[1], -(1 << 31), (1 << 31) - 1))
     if (c0 * e) % 16:
         raise InputError(f"the box's first column {c0} is {c0 * e} bytes into a row: a TMA tile load needs a "
                          f"16-byte aligned start column (the H200 faults with an illegal instruction otherwise)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import element_dtype
+from ..validate import _describe, as_array
 from ..errors import DTypeError, InputError
 from ..layouts.descriptor import MatrixDescriptor, operand_addresses
 from ..layouts.fragment import (pack_accumulator, unpack_a_fragment, unpack_accumulator)
@@ -24,7 +25,7 @@ from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 
 def _image(smem) -> np.ndarray:
-    s = np.asarray(smem)
+    s = as_array("the shared-memory image", smem)
     if s.dtype != np.uint8 or s.ndim != 1:
         raise DTypeError(f"the shared-memory image must be a 1-D uint8 array, got {s.dtype.name} "
                          f"with shape {s.shape}")
@@ -32,9 +33,9 @@ def _image(smem) -> np.ndarray:
 
 
 def _flag(name: str, v) -> int:
-    if isinstance(v, (bool, np.bool_)) or v in (0, 1):
+    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
         return int(v)
-    raise InputError(f"{name} must be 0 or 1, got {v!r}")
+    raise InputError(f"{name} must be 0 or 1, got {_describe(v)}")
 
 
 def _desc(name: str, d) -> MatrixDescriptor:
@@ -54,7 +55,7 @@ def read_operand(smem, desc, rows: int, k: int, dtype_name: str, *, major: str =
     dt = element_dtype(dtype_name)
     addr = operand_addresses(d, rows, k, dt.itemsize, major=major)
     if not isinstance(smem_base, (int, np.integer)) or isinstance(smem_base, bool) or smem_base < 0:
-        raise InputError(f"smem_base must be a non-negative int, got {smem_base!r}")
+        raise InputError(f"smem_base must be a non-negative int, got {_describe(smem_base)}")
     rel = addr - int(smem_base)
     lo, hi = int(rel.min()), int(rel.max())
     if lo < 0 or hi >= img.size:
@@ -109,11 +110,11 @@ def wgmma_registers(instr: str, smem, a, b_desc, c_regs=None, *, smem_base: int 
         raise InputError("imm_trans_a applies only when A is in shared memory; A from registers has no transpose")
     a_mat, b = _operands(form, smem, None if regs_a else a, b_desc, smem_base, ta, tb)
     if regs_a:
-        ar = np.asarray(a)
+        ar = as_array("A registers", a)
         if ar.shape != (128, 4) or ar.dtype.kind not in "iu":
             raise InputError(f"A registers must be uint32 of shape (128, 4), got {ar.dtype.name} {ar.shape}")
         a_mat = unpack_a_fragment(ar.astype(np.uint32), form.dtype_a)
-    c = None if c_regs is None else unpack_accumulator(np.asarray(c_regs), form.n, form.dtype_d)
+    c = None if c_regs is None else unpack_accumulator(as_array("c_regs", c_regs), form.n, form.dtype_d)
     d = _wgmma_math(form.instr, a_mat, b, c, scale_d=scale_d, imm_scale_a=imm_scale_a,
                     imm_scale_b=imm_scale_b)
     return pack_accumulator(d, form.dtype_d)

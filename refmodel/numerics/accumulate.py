@@ -124,7 +124,12 @@ BINDING: dict[tuple[str, str], Union[AccumParams, IntAccumParams]] = {
 
 
 def params_for(form: WgmmaForm) -> Union[AccumParams, IntAccumParams]:
-    """The :data:`BINDING` row of a wgmma form (change it with ``dataclasses.replace``)."""
+    """The :data:`BINDING` row of a wgmma form or instruction string (change it with
+    ``dataclasses.replace``)."""
+    from ..wgmma_forms import WgmmaForm, parse_wgmma
+
+    if not isinstance(form, WgmmaForm):
+        form = parse_wgmma(form)  # a FormError for anything that is not a wgmma opcode
     return BINDING[(form.family, form.dtype_d)]
 
 

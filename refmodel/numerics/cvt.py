@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, FormError, InputError
+from ..validate import as_array, broadcast
 from .formats import FORMATS, format_spec
 from .fp8 import convert_codes
 from .sweep import encode_f32_fast
@@ -101,7 +102,10 @@ def parse_cvt(instr: str) -> CvtForm:
     """Parse and validate a cvt opcode (modifiers, no operands) against :data:`CVT_FORMS`."""
     if not isinstance(instr, str):
         raise InputError(f"instr must be a string such as 'cvt.rn.satfinite.e4m3x2.f32', got {instr!r}")
-    parts = instr.strip().rstrip(";").split()[0].split(".")
+    words = instr.strip().rstrip(";").split()
+    if not words:
+        raise FormError(f"instr must be a cvt opcode such as 'cvt.rn.satfinite.e4m3x2.f32', got {instr!r}")
+    parts = words[0].split(".")
     if parts[0] != "cvt":
         raise FormError(f"not a cvt instruction: {instr!r}")
     parts = parts[1:]
@@ -139,7 +143,7 @@ def parse_cvt(instr: str) -> CvtForm:
 
 
 def _operand(name: str, v, kinds: tuple[str, ...], what: str) -> np.ndarray:
-    arr = np.asarray(v)
+    arr = as_array(f"operand {name}", v, what=what)
     if arr.dtype == np.float32 and "f32" in kinds:
         return arr.view(np.uint32)
     for k in kinds:
@@ -165,7 +169,7 @@ def cvt(instr: str, a, b=None) -> np.ndarray:
             raise InputError(f"{form.instr} takes two operands a and b")
         ua = _operand("a", a, ("f32", "uint32"), "float32 (or uint32 bit patterns)")
         ub = _operand("b", b, ("f32", "uint32"), "float32 (or uint32 bit patterns)")
-        ua, ub = np.broadcast_arrays(ua, ub)
+        ua, ub = broadcast(a=ua, b=ub)
         halves_src = ("f32", ua, ub)
     else:
         if b is not None:

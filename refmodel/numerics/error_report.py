@@ -18,6 +18,8 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import atomic_write
+from ..validate import check_int
 from .fp8 import encode
 from ..dtypes import element_dtype
 from .gemm import PROMOTE_OPS, gemm
@@ -56,13 +58,21 @@ def error_vs_k(instr: str = DEFAULT_INSTR, ks: Sequence[int] = (512, 1024, 2048,
         raise InputError(f"dist must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
     if promote_op not in PROMOTE_OPS:
         raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {promote_op!r}")
-    ks = sorted(int(k) for k in ks)
+    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
+        raise InputError(f"ks must be a sequence of K values, got {ks!r}")
+    ks = sorted(check_int("each K", k) for k in ks)
     if not ks or ks[0] <= 0 or any(k % form.k for k in ks):
         raise InputError(f"ks must be positive multiples of {form.k}, got {ks}")
     n = form.n if n is None else n
     if n <= 0 or n % form.n:
         raise InputError(f"n must be a positive multiple of the instruction's N = {form.n}, got {n}")
     promote = list(promote)
+    for pe in promote:
+        if pe is not None and (isinstance(pe, bool) or not isinstance(pe, (int, np.integer)) or pe <= 0):
+            raise InputError(f"promotion intervals must be positive integers or None, got {pe!r}")
+        if pe is not None and all((k // form.k) % pe for k in ks):
+            raise InputError(f"promotion interval {pe} divides none of the instruction counts "
+                             f"K/{form.k} = {', '.join(str(k // form.k) for k in ks)}")
     rng = np.random.default_rng(seed)
     a = _draw(rng, form.dtype_a, (m, ks[-1]), dist)
     b = _draw(rng, form.dtype_b, (ks[-1], n), dist)
@@ -126,5 +136,11 @@ def plot_error_vs_k(rows: list[dict], path: str, key: str = "rel_err", title: Op
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from pathlib import Path
+
+    ext = Path(str(path)).suffix[1:].lower() or "png"
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, dpi=110, format=ext))
+    except ValueError as e:  # matplotlib: unknown image format
+        raise InputError(f"cannot write {path}: {str(e).splitlines()[0]}") from None
     return path

@@ -31,6 +31,7 @@ import numba
 import numpy as np
 
 from ..errors import DTypeError, InputError
+from ..validate import as_array, broadcast, check_codes
 from .formats import FormatSpec, F16, BF16, F32, F64, format_spec, fp8_spec
 
 POLICIES = ("satfinite", "nosat", "relu")
@@ -115,15 +116,15 @@ def _encode_array(bits, out, se, sm, src_ieee, de, dm, max_code, nan_code, inf_c
 
 
 def _policy_flags(policy: str) -> tuple[bool, bool]:
-    if policy not in POLICIES:
+    if not isinstance(policy, str) or policy not in POLICIES:
         raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     return policy != "nosat", policy == "relu"
 
 
 def _as_float_array(x) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype.kind in "iub" or arr.dtype == object:
-        arr = arr.astype(np.float64)
+    arr = as_array("input dtype", x, what="float64, float32, float16 or bfloat16")
+    if arr.dtype.kind in "iub":
+        arr = arr.astype(np.float64)  # exact up to 2**53; larger integers round once
     if arr.dtype not in _SOURCE_SPECS:
         raise DTypeError(
             f"input dtype must be float64, float32, float16 or bfloat16, got {arr.dtype}")
@@ -247,14 +248,9 @@ def decode_table(fmt: str | FormatSpec) -> np.ndarray:
 def decode(codes, fmt: str | FormatSpec) -> np.ndarray:
     """float32 values of FP8 (uint8) codes; exact.  NaN codes decode to 0x7FFFFFFF."""
     spec = fp8_spec(fmt)
-    c = np.asarray(codes)
-    if c.dtype.kind not in "iu" and c.dtype not in (np.dtype(ml_dtypes.float8_e4m3fn),
-                                                   np.dtype(ml_dtypes.float8_e5m2)):
-        raise DTypeError(f"FP8 codes must be an integer (uint8) array, got {c.dtype}")
-    if c.dtype.kind not in "iu":
-        c = c.view(np.uint8)
-    if c.size and (c.min() < 0 or c.max() > 0xFF):
-        raise InputError("FP8 codes must lie in 0..255")
+    # integer codes in 0..255, or an ml_dtypes array of this very format (an e5m2 array
+    # is not e4m3 codes: refused, not reinterpreted)
+    c = check_codes("FP8 codes", codes, 8, spec.name, typed=spec.dtype)
     return decode_table(spec)[c.astype(np.intp)]
 
 
@@ -267,34 +263,31 @@ def to_ml_dtypes(codes, fmt: str | FormatSpec) -> np.ndarray:
 # --------------------------------------------------------------------------- packing
 
 def _check_codes(name: str, v) -> np.ndarray:
-    arr = np.asarray(v)
-    if arr.dtype.kind not in "iu":
-        raise DTypeError(f"{name} must hold integer FP8 codes, got {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() > 0xFF):
-        raise InputError(f"{name} must hold FP8 codes in 0..255")
-    return arr.astype(np.uint32)
+    return check_codes(name, v, 8, "FP8").astype(np.uint32)
 
 
 def pack_x2(e0, e1) -> np.ndarray:
     """Pack two FP8 codes into a uint16 (.e4m3x2 / .e5m2x2): element 0 in bits 7:0."""
-    return (_check_codes("e0", e0) | (_check_codes("e1", e1) << 8)).astype(np.uint16)
+    a, b = broadcast(e0=_check_codes("e0", e0), e1=_check_codes("e1", e1))
+    return (a | (b << np.uint32(8))).astype(np.uint16)
 
 
 def unpack_x2(packed) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of :func:`pack_x2`: (element 0 = bits 7:0, element 1 = bits 15:8)."""
-    p = np.asarray(packed).astype(np.uint32)
+    p = check_codes("packed", packed, 16, "packed .x2").astype(np.uint32)
     return (p & 0xFF).astype(np.uint8), ((p >> 8) & 0xFF).astype(np.uint8)
 
 
 def pack_x4(e0, e1, e2, e3) -> np.ndarray:
     """Pack four FP8 codes into a uint32 (.e4m3x4): element i in bits 8i+7:8i."""
     out = np.uint32(0)
-    for i, e in enumerate((e0, e1, e2, e3)):
-        out = out | (_check_codes(f"e{i}", e) << (8 * i))
+    codes = broadcast(**{f"e{i}": _check_codes(f"e{i}", e) for i, e in enumerate((e0, e1, e2, e3))})
+    for i, c in enumerate(codes):
+        out = out | (c << np.uint32(8 * i))
     return np.asarray(out, dtype=np.uint32)
 
 
 def unpack_x4(packed) -> tuple[np.ndarray, ...]:
     """Inverse of :func:`pack_x4`: four uint8 arrays, element 0 first."""
-    p = np.asarray(packed).astype(np.uint32)
+    p = check_codes("packed", packed, 32, "packed .x4").astype(np.uint32)
     return tuple(((p >> (8 * i)) & 0xFF).astype(np.uint8) for i in range(4))

@@ -49,6 +49,7 @@ from .accumulate import (PROMOTE_OPS, decode_operand, fdpa_chain, fma_f32, int_d
 from ..errors import DTypeError, InputError
 from .fp8 import round_to_format
 from ..dtypes import bits_of, element_dtype, from_bits
+from ..validate import as_array, as_float32
 from .wgmma import (Params, _check_params, operand_codes,
                     operand_spec)
 from ..wgmma_forms import M as M_INSTR, parse_wgmma
@@ -63,8 +64,8 @@ _OUT_DTYPES = {"f32": np.dtype(np.float32), "float32": np.dtype(np.float32),
 
 
 def _matrix(name, x, type_name, shape_rule):
-    x = np.asarray(x)
     dt = element_dtype(type_name)
+    x = as_array(name, x, what=f"a {dt.name} array")
     if x.dtype != dt:
         raise DTypeError(f"{name} must be {dt.name} for .{type_name}, got {x.dtype.name}")
     if x.ndim != 2:
@@ -77,7 +78,7 @@ def _scales(scale, name, rows, K, stage_k, N=None):
     if scale is None:
         one = np.ones(rows, np.float32)
         return lambda s: one
-    arr = np.asarray(scale, dtype=np.float32)
+    arr = as_float32(name, scale, what="None, a real number or a 2-D array of float32 scales")
     if arr.ndim == 0:
         v = np.full(rows, arr, np.float32)
         return lambda s: v
@@ -106,7 +107,10 @@ def _scales(scale, name, rows, K, stage_k, N=None):
 def _out_dtype(out_dtype):
     if out_dtype is None:
         return None
-    key = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
+    try:
+        key = out_dtype if isinstance(out_dtype, str) else np.dtype(out_dtype).name
+    except (TypeError, ValueError):
+        key = None
     if key not in _OUT_DTYPES:
         raise InputError(f"out_dtype must be f32, f16 or bf16 (or s32 for integer forms), got {out_dtype!r}")
     return _OUT_DTYPES[key]
@@ -166,7 +170,7 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
         raise InputError("scale_a/scale_b need promote_every: the scales are applied when partial sums are promoted")
     c_dtype = np.dtype(np.float32) if promote_every is not None else element_dtype(form.dtype_d)
     if c is not None:
-        c = np.asarray(c)
+        c = as_array("c", c, what=f"a {c_dtype.name} array")
         if c.dtype != c_dtype:
             why = "the float32 promotion accumulator" if promote_every is not None else f"the .{form.dtype_d} accumulator"
             raise DTypeError(f"c must be {c_dtype.name} for {why}, got {c.dtype.name}")

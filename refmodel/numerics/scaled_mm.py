@@ -19,7 +19,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ..errors import InputError
+from ..errors import DTypeError, InputError
+from ..validate import as_array, as_float32
 from .fp8 import round_to_format
 from .gemm import gemm
 
@@ -34,13 +35,24 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, out_dtype: str = "bf16", use_fast_ac
     scales: float32 scalars (per tensor) or ``scale_a`` (M, 1) with ``scale_b`` (1, N).
     """
     dt = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
-    a = np.asarray(a)
-    b_nk = np.asarray(b_nk)
+    for nm, f in (("fmt_a", fmt_a), ("fmt_b", fmt_b)):
+        if not isinstance(f, str) or f not in dt:
+            raise InputError(f"{nm} must be 'e4m3' or 'e5m2', got {f!r}")
+    a = as_array("a", a, what="an (M, K) array of FP8 codes")
+    b_nk = as_array("b_nk", b_nk, what="an (N, K) array of FP8 codes")
+    for nm, x, f in (("a", a, fmt_a), ("b_nk", b_nk, fmt_b)):
+        if x.dtype not in (np.dtype(np.uint8), np.dtype(dt[f])):
+            raise DTypeError(f"{nm} must be uint8 codes or a {np.dtype(dt[f]).name} array for "
+                             f"{nm[0]}'s format {f}, got {x.dtype}")
+        if x.ndim != 2:
+            raise InputError(f"{nm} must be a 2-D array, got shape {x.shape}")
+    if a.shape[1] != b_nk.shape[1]:
+        raise InputError(f"a (M, K) and b_nk (N, K) must share K, got {a.shape} and {b_nk.shape}")
     a = a.view(dt[fmt_a]) if a.dtype == np.uint8 else a
     b = np.ascontiguousarray(b_nk.view(dt[fmt_b]) if b_nk.dtype == np.uint8 else b_nk).T
     m, k = a.shape
     n = b.shape[1]
-    if out_dtype not in _OUT:
+    if not isinstance(out_dtype, str) or out_dtype not in _OUT:
         raise InputError(f"out_dtype must be one of {', '.join(_OUT)}, got {out_dtype!r}")
     if m % 64 or n % 8 or k % 128:
         raise InputError(f"this model covers M % 64 == 0, N % 8 == 0, K % 128 == 0; got {m}x{n}x{k}")
@@ -50,8 +62,8 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, out_dtype: str = "bf16", use_fast_ac
     else:
         acc = gemm(a, np.ascontiguousarray(b), instr=instr, promote_every=4,
                    scale_a=np.float32(1), scale_b=np.float32(1))
-    sa = np.asarray(scale_a, np.float32)
-    sb = np.asarray(scale_b, np.float32)
+    sa = as_float32("scale_a", scale_a)
+    sb = as_float32("scale_b", scale_b)
     with np.errstate(all="ignore"):
         if sa.ndim == 0 and sb.ndim == 0:
             d = np.float32(sa * sb) * acc

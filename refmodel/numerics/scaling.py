@@ -80,6 +80,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..errors import DTypeError, InputError
+from ..validate import as_array, as_real, check_codes, check_real_scalar
 from .formats import FormatSpec, fp8_spec
 from .fp8 import POLICIES, _as_float_array, decode, encode
 
@@ -88,6 +89,7 @@ POW2_RULES = ("ceil", "mx")
 QUANT_OPS = ("div", "mul_reciprocal")
 DELAYED_ALGOS = ("max", "most_recent")
 MAX_MARGIN = 64
+MAX_TILE = 2**31 - 1
 
 E8M0_BIAS = 127
 E8M0_NAN = 0xFF
@@ -140,6 +142,8 @@ def parse_granularity(granularity: GranularityLike) -> Granularity:
         r, c = int(m.group(1)), int(m.group(2))
     if r < 1 or c < 1:
         raise InputError(f"tile sizes must be positive, got '{r}x{c}'")
+    if r > MAX_TILE or c > MAX_TILE:
+        raise InputError(f"tile sizes must be at most 2**31 - 1, got '{r}x{c}'")
     return Granularity("tile", r, c)
 
 
@@ -197,8 +201,8 @@ def amax(x, granularity: GranularityLike = "tensor") -> np.ndarray:
     g = parse_granularity(granularity)
     x32 = _to_f32(x)
     _check_ndim(x32.shape, g)
-    a = np.abs(x32)
-    a[~np.isfinite(a)] = 0
+    a = np.abs(np.asarray(x32))
+    a = np.where(np.isfinite(a), a, np.float32(0)).astype(np.float32)  # 0-d safe
     return _block_max(a, g)
 
 
@@ -207,12 +211,7 @@ def amax(x, granularity: GranularityLike = "tensor") -> np.ndarray:
 def decode_e8m0(codes) -> np.ndarray:
     """float32 value 2**(code - 127) of E8M0 scale codes (uint8); 0xFF is NaN.  Exact
     (2**-127, code 0, is a float32 subnormal)."""
-    c = np.asarray(codes)
-    if c.dtype.kind not in "iu":
-        raise DTypeError(f"E8M0 scale codes must be an integer (uint8) array, got {c.dtype}")
-    if c.size and (c.min() < 0 or c.max() > 0xFF):
-        raise InputError("E8M0 scale codes must lie in 0..255")
-    c = c.astype(np.int64)
+    c = check_codes("E8M0 scale codes", codes, 8, "E8M0").astype(np.int64)
     with np.errstate(over="ignore"):
         out = np.ldexp(np.float32(1.0), (c - E8M0_BIAS).astype(np.int32)).astype(np.float32)
     return np.where(c == E8M0_NAN, np.float32(np.nan), out).astype(np.float32)
@@ -221,22 +220,22 @@ def decode_e8m0(codes) -> np.ndarray:
 def _check_options(scale_format: str, pow2: Optional[str], margin, amax_floor,
                    quant_op: str = "div", policy: str = "satfinite") -> Optional[str]:
     """Validate the recipe options; returns the effective pow2 rule."""
-    if scale_format not in SCALE_FORMATS:
+    if not isinstance(scale_format, str) or scale_format not in SCALE_FORMATS:
         raise InputError(f"scale_format must be 'f32' or 'e8m0', got {scale_format!r}")
-    if pow2 is not None and pow2 not in POW2_RULES:
+    if pow2 is not None and (not isinstance(pow2, str) or pow2 not in POW2_RULES):
         raise InputError(f"pow2 must be None, 'ceil' or 'mx', got {pow2!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) \
             or not 0 <= margin <= MAX_MARGIN:
         raise InputError(f"margin must be an integer from 0 to {MAX_MARGIN}, got {margin!r}")
     try:
-        floor_ok = math.isfinite(float(amax_floor)) and float(amax_floor) >= 0
-    except (TypeError, ValueError):
+        floor_ok = check_real_scalar("amax_floor", amax_floor, finite=True) >= 0
+    except InputError:
         floor_ok = False
     if not floor_ok:
         raise InputError(f"amax_floor must be a finite number >= 0, got {amax_floor!r}")
-    if quant_op not in QUANT_OPS:
+    if not isinstance(quant_op, str) or quant_op not in QUANT_OPS:
         raise InputError(f"quant_op must be 'div' or 'mul_reciprocal', got {quant_op!r}")
-    if policy not in POLICIES:
+    if not isinstance(policy, str) or policy not in POLICIES:
         raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     if scale_format == "e8m0" and pow2 is None:
         return "mx"
@@ -263,8 +262,9 @@ def scale_from_amax(amax_values, fmt: str | FormatSpec, *, scale_format: str = "
     """
     spec = fp8_spec(fmt)
     rule = _check_options(scale_format, pow2, margin, amax_floor)
+    a = as_real("amax", amax_values)
     with np.errstate(over="ignore"):
-        a = np.asarray(amax_values, dtype=np.float64).astype(np.float32)
+        a = a.astype(np.float64).astype(np.float32)
     if np.any(a < 0):
         raise InputError(f"amax must be >= 0, got {float(a[a < 0].flat[0])!r}")
     a = np.where(np.isfinite(a), a, np.float32(0))
@@ -327,7 +327,9 @@ def quantize(x, fmt: str | FormatSpec, granularity: GranularityLike = "tensor", 
     if amax_history is None:
         a = amax(x32, g)
     else:
-        h = np.asarray(amax_history, dtype=np.float64).astype(np.float32)
+        h = as_real("amax_history", amax_history).astype(np.float64)
+        with np.errstate(over="ignore"):
+            h = h.astype(np.float32)
         if h.ndim < 1 or h.shape[1:] != sshape or h.shape[0] < 1:
             want = "(H" + "".join(f", {d}" for d in sshape) + ("," if not sshape else "") + ")"
             raise InputError(f"amax_history must have shape {want} with H >= 1 for granularity "
@@ -355,7 +357,7 @@ def dequantize(codes, scales, fmt: str | FormatSpec,
     g = parse_granularity(granularity)
     vals = decode(codes, spec)
     _check_ndim(vals.shape, g)
-    s = np.asarray(scales)
+    s = as_array("scales", scales, what="float32 scales or uint8 E8M0 codes")
     if s.dtype == np.uint8:
         s32 = decode_e8m0(s)
     elif s.dtype.kind == "f":
@@ -427,7 +429,7 @@ class DelayedScaling:
 
     def update(self, amax_value) -> np.float32:
         """Record the amax of the step just run and return the scale for the next step."""
-        a = np.float32(amax_value)
+        a = np.float32(check_real_scalar("amax", amax_value))
         if a < 0:
             raise InputError(f"amax must be >= 0, got {float(a)!r}")
         self._history = np.concatenate([[a], self._history[:-1]]).astype(np.float32)

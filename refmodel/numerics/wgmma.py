@@ -33,6 +33,7 @@ from .accumulate import (AccumParams, IntAccumParams, decode_operand, fdpa, fdpa
 from ..errors import DTypeError, InputError
 from .formats import BF16, E4M3, E5M2, F16, FormatSpec
 from ..dtypes import bits_of, element_dtype, from_bits
+from ..validate import as_array, check_flag, check_int
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 Params = Union[AccumParams, IntAccumParams]
@@ -45,8 +46,8 @@ _SPECS = {"e4m3": E4M3, "e5m2": E5M2, "f16": F16, "bf16": BF16}
 
 def _check_array(name: str, x, type_name: str, tail: tuple[int, int], form: WgmmaForm,
                  role: str) -> np.ndarray:
-    x = np.asarray(x)
     dt = element_dtype(type_name)
+    x = as_array(name, x, what=f"a {dt.name} array")
     if x.dtype != dt:
         raise DTypeError(f"{name} must be {dt.name} for {role} .{type_name}, got {x.dtype.name}")
     if x.ndim < 2 or tuple(x.shape[-2:]) != tail:
@@ -56,10 +57,9 @@ def _check_array(name: str, x, type_name: str, tail: tuple[int, int], form: Wgmm
 
 
 def _check_scales(form: WgmmaForm, scale_d, imm_scale_a, imm_scale_b) -> None:
-    if scale_d not in (True, False, 0, 1) or isinstance(scale_d, float):
-        raise InputError(f"scale_d must be True/False (or 1/0), got {scale_d!r}")
+    check_flag("scale_d", scale_d)
     for name, v in (("imm_scale_a", imm_scale_a), ("imm_scale_b", imm_scale_b)):
-        if v not in (1, -1) or isinstance(v, (bool, float)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in (1, -1):
             raise InputError(f"{name} must be 1 or -1, got {v!r}")
         if v == -1 and not form.has_imm_scale:
             raise InputError(f"{name} must be 1 for integer wgmma (the .{form.dtype_a} forms "

@@ -15,8 +15,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import WgrefError, InputError
 from ..dtypes import bits_of, element_dtype
+from ..fileio import load_npz, save_npz
+from ..validate import check_flag, check_int
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 @dataclass
@@ -70,21 +72,66 @@ def save_case(path: str | Path, case: WgmmaCase, *, hardware: Optional[np.ndarra
               "config": np.array(json.dumps({**case.config(), "notes": case.notes}))}
     if hardware is not None:
         arrays["hardware"] = bits_of(hardware)
-    np.savez_compressed(path, **arrays)
+    save_npz(path, **arrays)  # atomically: a killed writer leaves no partial file
     return path
 
 
+_CONFIG_KEYS = {"instr", "rs", "scale_d", "imm_scale_a", "imm_scale_b", "chain", "notes"}
+
+
+def _typed(path, z: dict, key: str, type_name: str, shape: tuple) -> np.ndarray:
+    if key not in z:
+        raise InputError(f"{path} is not a wgref replay file: it has no array {key!r}")
+    dt = element_dtype(type_name)
+    raw = z[key]
+    if raw.dtype.kind != "u" or raw.dtype.itemsize != dt.itemsize:
+        raise InputError(f"{path}: array {key!r} must hold the raw {dt.itemsize * 8}-bit patterns of "
+                         f".{type_name} data, got {raw.dtype}")
+    if raw.shape != shape:
+        want = "(" + ", ".join(str(d) for d in shape) + ")"
+        raise InputError(f"{path}: array {key!r} must have shape {want} for this configuration, "
+                         f"got {raw.shape}")
+    return raw.view(dt)
+
+
 def load_case(path: str | Path) -> tuple[WgmmaCase, Optional[np.ndarray]]:
-    """Read a replay file: (case, hardware D or None)."""
+    """Read a replay file: (case, hardware D or None).  Every field is checked: a
+    configuration that does not match the arrays (a chain of 0, extra K columns, a
+    wrong tile count) is refused, never replayed as a vacuous match."""
+    z = load_npz(path)
+    if "config" not in z:
+        raise InputError(f"{path} is not a wgref replay file: it has no 'config' entry")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            cfg = json.loads(str(z["config"]))
-            f = parse_wgmma(cfg["instr"])
-            a = z["a"].view(element_dtype(f.dtype_a))
-            b = z["b"].view(element_dtype(f.dtype_b))
-            c = z["c"].view(element_dtype(f.dtype_d))
-            hw = z["hardware"].view(element_dtype(f.dtype_d)) if "hardware" in z.files else None
-    except (OSError, KeyError, ValueError) as e:
-        raise InputError(f"{path} is not a wgref replay file: {e}") from None
-    notes = cfg.pop("notes", {})
-    return WgmmaCase(a=a, b=b, c=c, notes=notes, **cfg), hw
+        cfg = json.loads(str(z["config"]))
+    except ValueError:
+        raise InputError(f"{path}: the 'config' entry is not valid JSON") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{path}: the 'config' entry must be a JSON object, got {type(cfg).__name__}")
+    unknown = sorted(set(cfg) - _CONFIG_KEYS)
+    if unknown or "instr" not in cfg:
+        raise InputError(f"{path}: config must have 'instr' and only the keys "
+                         f"{', '.join(sorted(_CONFIG_KEYS))}; got {', '.join(sorted(cfg))}")
+    try:
+        f = parse_wgmma(cfg["instr"])
+        kw = {"instr": f.instr,
+              "rs": check_flag("rs", cfg.get("rs", False)),
+              "scale_d": check_flag("scale_d", cfg.get("scale_d", True)),
+              "imm_scale_a": check_int("imm_scale_a", cfg.get("imm_scale_a", 1), -1, 1),
+              "imm_scale_b": check_int("imm_scale_b", cfg.get("imm_scale_b", 1), -1, 1),
+              "chain": check_int("chain", cfg.get("chain", 1), 1, 1 << 20)}
+        for k in ("imm_scale_a", "imm_scale_b"):
+            if kw[k] == 0:
+                raise InputError(f"{k} must be 1 or -1, got 0")
+    except WgrefError as e:
+        raise InputError(f"{path}: bad replay configuration: {e}") from None
+    notes = cfg.get("notes", {})
+    if not isinstance(notes, dict):
+        raise InputError(f"{path}: config 'notes' must be a JSON object")
+    if "a" not in z or z["a"].ndim != 3:
+        raise InputError(f"{path}: array 'a' must be 3-D (tiles, 64, K * chain)")
+    t, kc = z["a"].shape[0], f.k * kw["chain"]
+    a = _typed(path, z, "a", f.dtype_a, (t, M, kc))
+    b = _typed(path, z, "b", f.dtype_b, (t, kc, f.n))
+    c = _typed(path, z, "c", f.dtype_d, (t, M, f.n))
+    hw = _typed(path, z, "hardware", f.dtype_d, (t, M, f.n)) if "hardware" in z else None
+    return WgmmaCase(a=a, b=b, c=c, notes=notes, **kw), hw

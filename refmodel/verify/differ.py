@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..numerics.formats import FormatSpec, format_spec
+from ..validate import as_array, check_codes, check_int, dumps_strict
 
 # numpy dtype -> (format spec or None for integers, unsigned view type)
 _FLOAT_KINDS = {
@@ -78,7 +79,7 @@ class DiffReport:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return dumps_strict(self.to_dict())
 
     def to_text(self) -> str:
         head = (f"{self.name}: {self.mismatches} of {self.total} {self.dtype} values differ "
@@ -113,16 +114,14 @@ def _where(m: Mismatch) -> str:
     return ", ".join(f"{k} {v}" for k, v in m.position.items()) if m.position else str(m.index)
 
 
-def _fmt_of(arr: np.ndarray, fmt: str | FormatSpec | None) -> tuple[Optional[FormatSpec], np.ndarray]:
+def _fmt_of(arr: np.ndarray, fmt: str | FormatSpec | None, which: str = "got") -> tuple[Optional[FormatSpec], np.ndarray]:
     """(format spec or None for integers, unsigned bit view)."""
     if fmt is not None:
         spec = format_spec(fmt)
-        utype = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}.get(spec.bits, np.uint32)
-        if arr.dtype.kind not in "iuf" and arr.dtype not in _FLOAT_KINDS:
-            raise DTypeError(f"cannot read {arr.dtype} as {spec.name} codes")
-        if arr.dtype.kind in "iu":
-            return spec, arr.astype(utype)
-        return spec, np.ascontiguousarray(arr).view(utype)
+        # integer codes must fit the format's width; a typed array must be that format's
+        # own dtype (a float32 array is not e4m3 codes: refused, never reinterpreted)
+        own = next((dt for dt, (n, _) in _FLOAT_KINDS.items() if n == spec.name), None)
+        return spec, check_codes(which, arr, spec.bits, spec.name, typed=own)
     if arr.dtype in _FLOAT_KINDS:
         name, utype = _FLOAT_KINDS[arr.dtype]
         return format_spec(name), np.ascontiguousarray(arr).view(utype)
@@ -162,11 +161,17 @@ def diff(got, want, *, fmt: str | FormatSpec | None = None, nan_equal: bool = Fa
     ``fmt``: read integer arrays as codes of a format (``"e4m3"``, ``"f32"``...).
     ``labels``: names of the last dimensions for positions (default case, row, col).
     """
-    g, w = np.asarray(got), np.asarray(want)
+    g = as_array("got", got, what="a numeric array (cannot diff anything else)")
+    w = as_array("want", want, what="a numeric array (cannot diff anything else)")
+    max_samples = check_int("max_samples", max_samples, 0)
+    if not isinstance(labels, (tuple, list)) or not all(isinstance(v, str) for v in labels):
+        raise InputError(f"labels must be a tuple of dimension names, got {labels!r}")
+    if not isinstance(name, str):
+        raise InputError(f"name must be a string, got {name!r}")
     if g.shape != w.shape:
         raise InputError(f"shapes differ: got {g.shape}, want {w.shape}")
-    spec_g, gb = _fmt_of(g, fmt)
-    spec_w, wb = _fmt_of(w, fmt)
+    spec_g, gb = _fmt_of(g, fmt, "got")
+    spec_w, wb = _fmt_of(w, fmt, "want")
     if (spec_g is None) != (spec_w is None) or (spec_g and spec_w and spec_g.name != spec_w.name) \
             or (spec_g is None and g.dtype != w.dtype):
         raise DTypeError(f"dtypes differ: got {g.dtype}, want {w.dtype}")

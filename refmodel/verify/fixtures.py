@@ -122,13 +122,15 @@ def write_fixture(feature: str, name: str, arrays: dict[str, np.ndarray], *, kin
     d = root / feature
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{name}.npz"
-    np.savez_compressed(path, **arrays)
+    from ..fileio import atomic_write_text, save_npz
+
+    save_npz(path, **arrays)  # atomic: a killed recorder leaves the old fixture or none
     entry = Entry(file=path.name, kind=kind, cases=int(cases), sha256=sha256_file(path),
                   meta=meta, provenance=provenance)
     man = load_manifest(d) if (d / "manifest.json").exists() else {"feature": feature, "entries": []}
     man["entries"] = [e for e in man["entries"] if e["file"] != entry.file] + [entry.to_json()]
     man["entries"].sort(key=lambda e: e["file"])
-    (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(d / "manifest.json", json.dumps(man, indent=1, sort_keys=True) + "\n")
     write_index(root)
     return entry
 
