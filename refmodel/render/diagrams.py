@@ -371,7 +371,8 @@ def _operand_legend(e: int, dtype: str, major: str, m) -> list[tuple[str, str]]:
         ("", "colour = core matrix: 8 rows x 16 bytes stored as 128 contiguous bytes "
              f"({'8 rows x ' + str(16 // e) + ' K-elements' if major == 'K' else str(16 // e) + ' MN-elements x 8 K-columns'})"),
         ("", "thin outline: core matrix" + (f"; thick outline: {m.name} swizzle atom (8 x {m.width} B)" if m.bits else "")),
-        ("", "memory cells: r<row> k<k range> held by that 16-byte atom"),
+        ("", "memory cells: " + ("r<row> k<k range>" if major == "K" else "k<k column> r<row range>")
+             + " held by that 16-byte atom"),
     ]
 
 
