@@ -2,7 +2,7 @@
 
 ground (refmodel/*.py: errors, dtypes, wgmma_forms, interop)  <-  numerics, layouts
 numerics  and  layouts  never import each other;  machine composes both;
-verify sits on the model;  refmodel never imports gpu, cupy or the CLI (not lazily
+verify sits on the model; render (teaching diagrams) draws layouts and machine, never verify;  refmodel never imports gpu, cupy or the CLI (not lazily
 either);  gpu reads refmodel, never the reverse;  the CLI (wgref) sits on top of all.
 Every import statement is checked, including those inside functions.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("numerics", "layouts", "machine", "verify")
+LAYERS = ("numerics", "layouts", "machine", "verify", "render")
 
 # layer -> refmodel layers it must not import
 FORBIDDEN = {
@@ -24,6 +24,7 @@ FORBIDDEN = {
     "layouts": {"numerics", "machine", "verify"},
     "machine": {"verify"},
     "verify": set(),
+    "render": {"verify"},  # teaching diagrams: draw layouts/machine, never the verifier
 }
 NEVER_FROM_REFMODEL = {"gpu", "cupy", "wgref", "torch"}
 

@@ -414,6 +414,70 @@ def cmd_record(args) -> int:
     return 2 if rc & 2 else (1 if rc else 0)
 
 
+# ----------------------------------------------------------------------------- layout / desc diagrams
+
+def _write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then os.replace)."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".wgref-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _emit_diagram(kind: str, args, **opts) -> int:
+    from refmodel.render import render
+
+    text = render(kind, args.format, **opts)
+    if args.output:
+        _write_text(args.output, text)
+        print(f"wrote {args.output} ({args.format}, {len(text.encode())} bytes)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+_LAYOUT_DTYPE = {"acc": "f32", "a-frag": "f16", "swizzle": "f16", "smem": "f16"}
+
+
+@command("layout")
+def cmd_layout(args) -> int:
+    """Draw a layout: accumulator / A fragment / ldmatrix / stmatrix / swizzle / smem tile."""
+    kind = args.kind
+    dtype = args.dtype or _LAYOUT_DTYPE.get(kind, "f16")
+    if kind == "acc":
+        opts = {"n": args.n, "dtype": dtype}
+    elif kind == "a-frag":
+        opts = {"dtype": dtype}
+    elif kind in ("stmatrix", "ldmatrix"):
+        opts = {"num": args.num, "trans": args.trans}
+    elif kind == "swizzle":
+        opts = {"mode": args.swizzle, "dtype": dtype}
+    else:
+        opts = {"major": args.major, "mode": args.swizzle, "dtype": dtype, "rows": args.rows, "k": args.k,
+                "lbo": args.lbo, "sbo": args.sbo}
+    return _emit_diagram(kind, args, **opts)
+
+
+@command("desc")
+def cmd_desc(args) -> int:
+    """Decode and check a wgmma matrix descriptor; draw which bytes the hardware reads."""
+    from refmodel.render.diagrams import parse_descriptor
+
+    value = parse_descriptor(args.descriptor)
+    return _emit_diagram("desc", args, value=value, dtype=args.dtype, rows=args.rows, k=args.k, major=args.major)
+
+
 # ----------------------------------------------------------------------------- main
 
 # a value such as -1.5, -inf, -nan, -0x1.8p3 or -1e-3 is a value, not an option
@@ -511,6 +575,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"what to record: {', '.join(RECORD_KINDS)} (default: all)")
     rec.add_argument("--out", default="fixtures")
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
+
+    lay = sub.add_parser("layout", help="draw a layout (ascii, svg or html): acc, a-frag, stmatrix, ldmatrix, "
+                         "swizzle, smem")
+    lay.add_argument("kind", choices=["acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem"])
+    lay.add_argument("--n", type=int, default=64, help="acc: N of m64nN (8..256, default 64)")
+    lay.add_argument("--dtype", default=None, help="acc: f32/s32/f16; a-frag, swizzle, smem: f16 bf16 tf32 e4m3 ...")
+    lay.add_argument("--swizzle", default="128B", help="swizzle, smem: none, 32B, 64B, 128B (default 128B)")
+    lay.add_argument("--trans", action="store_true", help="stmatrix, ldmatrix: the .trans form")
+    lay.add_argument("--num", type=int, default=4, help="stmatrix, ldmatrix: matrices, 1 2 or 4 (default 4)")
+    lay.add_argument("--major", default="K", choices=["K", "MN"], help="smem: operand major (default K)")
+    lay.add_argument("--rows", type=int, default=64, help="smem: rows of the operand tile (M, or N of B)")
+    lay.add_argument("--k", type=int, default=None, help="smem: K of the tile (default: one swizzle row / one wgmma)")
+    lay.add_argument("--lbo", type=int, default=None, help="smem: LBO in bytes (default: dense canonical)")
+    lay.add_argument("--sbo", type=int, default=None, help="smem: SBO in bytes (default: dense canonical)")
+    lay.add_argument("--format", default="ascii", choices=["ascii", "svg", "html"])
+    lay.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout")
+
+    ds = sub.add_parser("desc", help="decode and check a wgmma matrix descriptor, draw what the hardware reads")
+    ds.add_argument("descriptor", help="the 64-bit descriptor, hex (0x...) or decimal")
+    ds.add_argument("--dtype", default="f16", help="operand element type: f16 bf16 tf32 e4m3 e5m2 s8 u8")
+    ds.add_argument("--rows", type=int, default=64, help="rows of the operand (A: 64; B: N)")
+    ds.add_argument("--k", type=int, default=None, help="K of the operand (default: one wgmma, 32 bytes)")
+    ds.add_argument("--major", default="K", choices=["K", "MN"])
+    ds.add_argument("--format", default="ascii", choices=["ascii", "svg", "html"])
+    ds.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout")
 
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
     v.add_argument("--quick", action="store_true", help="check the 2^32 sweeps on a subset of chunks only")

@@ -1,0 +1,50 @@
+"""Teaching renderers: layout diagrams as ascii, SVG (hand-written) and HTML.
+
+    from refmodel.render import render
+    render("acc", "svg", n=64, dtype="f32")
+    render("stmatrix", "ascii", num=4, trans=False)
+    render("desc", "html", value=0x4000004000010040, dtype="f16", rows=64, k=16, major="K")
+
+Kinds: acc, a-frag, stmatrix, ldmatrix, swizzle, smem, desc.  Every picture is built from
+:mod:`refmodel.layouts` (the model the H200 fixtures check), has a title, a legend, and
+names the source it mirrors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import InputError
+from . import diagrams
+from .core import Diagram, Panel, to_ascii, to_html, to_svg
+
+FORMATS = ("ascii", "svg", "html")
+
+BUILDERS: dict[str, Callable[..., Diagram]] = {
+    "acc": diagrams.acc,
+    "a-frag": diagrams.a_frag,
+    "stmatrix": lambda **kw: diagrams.matrix("stmatrix", **kw),
+    "ldmatrix": lambda **kw: diagrams.matrix("ldmatrix", **kw),
+    "swizzle": diagrams.swizzle,
+    "smem": diagrams.smem,
+    "desc": diagrams.desc,
+}
+KINDS = tuple(BUILDERS)
+
+
+def diagram(kind: str, **opts: Any) -> Diagram:
+    """The :class:`Diagram` of one kind with its options (see the builders in ``diagrams``)."""
+    if kind not in BUILDERS:
+        raise InputError(f"diagram kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    return BUILDERS[kind](**opts)
+
+
+def render(kind: str, fmt: str = "ascii", **opts: Any) -> str:
+    """Render one diagram kind as ascii, svg or html text."""
+    if fmt not in FORMATS:
+        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    d = diagram(kind, **opts)
+    return {"ascii": to_ascii, "svg": to_svg, "html": to_html}[fmt](d)
+
+
+__all__ = ["render", "diagram", "KINDS", "FORMATS", "BUILDERS", "Diagram", "Panel", "to_ascii", "to_svg", "to_html"]

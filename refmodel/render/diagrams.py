@@ -1,0 +1,504 @@
+"""Builders: each returns a :class:`~refmodel.render.core.Diagram` computed from the layouts layer.
+
+Nothing here restates a layout: every cell comes from :mod:`refmodel.layouts` (fragment,
+stmatrix, swizzle, smem, descriptor), so a picture is as right as the model the H200
+fixtures check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import element_bytes
+from ..errors import InputError
+from ..layouts.descriptor import MatrixDescriptor, describe, operand_addresses
+from ..layouts.fragment import THREADS, a_fragment_layout, accumulator_layout
+from ..layouts.smem import SmemLayout, _major, dense_strides
+from ..layouts.stmatrix import address_givers, fragment_map
+from ..layouts.swizzle import ATOM_BYTES, atom_table, mode_from_desc_code, swizzle_mode
+from .core import BLANK, IGNORED, Diagram, Panel, index_colour, lane_colour, thread_colour
+
+SRC_FRAGMENT = ('PTX ISA, wgmma "Register Fragments" (matrix D / matrix A of .m64nNk*); '
+                "CuTe cute/atom/mma_traits_sm90_gmma.hpp ({})")
+SRC_MATRIX = ('PTX ISA "{op}" (Data Movement: .m8n8 .x1/.x2/.x4 .trans .b16); CuTe '
+              "cute/atom/copy_traits_{file}.hpp; seed lecture §5.2-5.3")
+SRC_SWIZZLE = ('PTX ISA, wgmma "Shared Memory Matrix Layout" (swizzling modes); CuTe cute/swizzle.hpp '
+               "Swizzle<B,4,3>; seed lecture §7")
+SRC_SMEM = ('PTX ISA, wgmma "Shared Memory Matrix Layout" (canonical K-/MN-major layouts, LBO/SBO); '
+            "CuTe cute/atom/mma_traits_sm90_gmma.hpp (make_gmma_desc, Layout_*_SW*_Atom)")
+SRC_DESC = ('PTX ISA, wgmma "Matrix Descriptor Format"; CuTe cute/arch/mma_sm90_desc.hpp (GmmaDescriptor) '
+            "and make_gmma_desc; base-offset rule measured on the H200")
+
+ACC_DTYPES = ("f32", "s32", "f16")
+A_DTYPES = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+OPERAND_DTYPES = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+
+
+def _grid(rows: int, cols: int, value: str = "") -> list[list[str]]:
+    return [[value] * cols for _ in range(rows)]
+
+
+def _check_dtype(dtype: str, allowed: tuple[str, ...], what: str) -> str:
+    if dtype not in allowed:
+        raise InputError(f"{what} dtype must be one of {', '.join(allowed)}, got {dtype!r}")
+    return dtype
+
+
+def _thread_legend() -> list[tuple[str, str]]:
+    return [(thread_colour(32 * w), f"warp {w}: threads {32 * w}-{32 * w + 31} (shade = lane)") for w in range(4)]
+
+
+# ----------------------------------------------------------------------------- register fragments
+
+def _slot_suffix(per: int, e: int) -> str:
+    if per == 1:
+        return ""
+    return f".b{e}" if per == 4 else f".{e}"
+
+
+def _fragment_panel(title: str, rows: np.ndarray, cols: np.ndarray, n_cols: int) -> Panel:
+    """64 x n_cols grid: label T<t>:r<j>[.<slot>] and thread colour of each element."""
+    labels, fills = _grid(64, n_cols), _grid(64, n_cols)
+    per = rows.shape[-1]
+    for t in range(THREADS):
+        for j in range(rows.shape[1]):
+            for e in range(per):
+                r, c = int(rows[t, j, e]), int(cols[t, j, e])
+                labels[r][c] = f"T{t}:r{j}{_slot_suffix(per, e)}"
+                fills[r][c] = thread_colour(t)
+    p = Panel(title, labels, fills, row_heads=[str(r) for r in range(64)],
+              col_heads=[str(c) for c in range(n_cols)], col_groups=8, row_groups=8)
+    p.boxes += [(16 * w, 0, 16 * w + 16, n_cols, f"warp {w}", "thick") for w in range(4)]
+    # thread 0's cells, outlined: the pattern every thread repeats
+    for j in range(rows.shape[1]):
+        for e in range(per):
+            r, c = int(rows[0, j, e]), int(cols[0, j, e])
+            p.boxes.append((r, c, r + 1, c + 1, "", "focus"))
+    return p
+
+
+def acc(n: int = 64, dtype: str = "f32") -> Diagram:
+    """The wgmma accumulator (C/D) fragment of m64nN: which thread/register holds D[row, col]."""
+    _check_dtype(dtype, ACC_DTYPES, "accumulator")
+    rows, cols = accumulator_layout(n, dtype)
+    per = rows.shape[-1]
+    p = _fragment_panel(f"D (64 x {n}, {dtype}): cell = T<thread>:r<register>{'.<half>' if per > 1 else ''}",
+                        rows, cols, n)
+    t0 = ", ".join(f"r{j}{_slot_suffix(per, e)}=D[{int(rows[0, j, e])},{int(cols[0, j, e])}]"
+                   for j in range(min(4, rows.shape[1])) for e in range(per))
+    legend = _thread_legend() + [("", "T<t>:r<j> = thread t, register j" +
+                                  ("; .0 = bits 15:0, .1 = bits 31:16 of the f16x2 register" if per > 1 else "")),
+                                 ("", "dashed outline: thread 0's elements; thick outline: one warp's 16 rows")]
+    caption = [
+        "Element i of thread t (w = t/32, g = (t%32)/4, q = t%4): row = 16w + g + 8*((i>>1)&1), "
+        "col = 2q + (i&1) + 8*(i>>2). "
+        + ("Each f32/s32 register holds one element." if per == 1 else
+           "f16 packs two elements per register: register j holds elements 2j (bits 15:0) and 2j+1 (bits 31:16)."),
+        f"Thread 0: {t0}, ... Warp w owns rows 16w..16w+15; each quad of threads covers one row of an 8-column block, "
+        f"and the block repeats every 8 columns ({n // 8} blocks, {rows.shape[1]} registers per thread).",
+    ]
+    return Diagram("acc", f"wgmma accumulator fragment m64n{n} {dtype}", SRC_FRAGMENT.format("CLayout_64xN"),
+                   [p], legend, caption,
+                   verified="verified on the H200: fixtures/layouts (wgmma through descriptors) and fixtures/wgmma")
+
+
+def a_frag(dtype: str = "f16") -> Diagram:
+    """The RS-form A fragment (A from registers, 64 x K) for one A type."""
+    _check_dtype(dtype, A_DTYPES, "A")
+    rows, cols = a_fragment_layout(dtype)
+    per = rows.shape[-1]
+    k = int(cols.max()) + 1
+    slot = {1: "", 2: ".<half>", 4: ".b<byte>"}[per]
+    p = _fragment_panel(f"A (64 x {k}, {dtype}): cell = T<thread>:r<register>{slot}", rows, cols, k)
+    cute = {1: "ALayout_64x8", 2: "ALayout_64x16", 4: "ALayout_64x32"}[per]
+    formula = {
+        1: "tf32: element i = register i: row = 16w + g + 8*(i&1), col = q + 4*(i>>1).",
+        2: "16-bit: the accumulator map with N = 16, two elements per register (element 2j in bits 15:0).",
+        4: "8-bit: element i is byte i&3 of register i>>2: row = 16w + g + 8*((i>>2)&1), col = 4q + (i&3) + 16*(i>>3).",
+    }[per]
+    t0 = ", ".join(f"r{j}{_slot_suffix(per, e)}=A[{int(rows[0, j, e])},{int(cols[0, j, e])}]"
+                   for j in range(4) for e in range(per))
+    legend = _thread_legend() + [("", "T<t>:r<j>" + {1: "", 2: ".h (h=0: bits 15:0, 1: bits 31:16)",
+                                                     4: ".b<byte> (byte 0 = bits 7:0)"}[per]
+                                  + " = thread t, register j"),
+                                 ("", "dashed outline: thread 0's elements")]
+    caption = [f"Every A type takes 4 registers per thread and 32 bytes of K per row (K = {k} for {dtype}). {formula}",
+               f"Thread 0 holds {t0}."]
+    return Diagram("a-frag", f"wgmma A fragment (RS form, A from registers) {dtype}", SRC_FRAGMENT.format(cute),
+                   [p], legend, caption,
+                   verified="verified on the H200: fixtures/layouts and fixtures/wgmma (RS forms)")
+
+
+# ----------------------------------------------------------------------------- ldmatrix / stmatrix
+
+def _matrix_origin(num: int, j: int) -> tuple[int, int]:
+    """Where matrix j sits in the drawn tile: x4 as the epilogue's 16x16 (seed §5.3:
+    0 top-left, 1 bottom-left, 2 top-right, 3 bottom-right); x2 stacked; x1 alone."""
+    return 8 * (j % 2), 8 * (j // 2)
+
+
+def matrix(op: str = "stmatrix", num: int = 4, trans: bool = False) -> Diagram:
+    """Two panels of an ldmatrix/stmatrix .m8n8.x{num}[.trans].b16: who gives each row's
+    address, and who holds each element (lane, register, half)."""
+    if op not in ("ldmatrix", "stmatrix"):
+        raise InputError(f"op must be ldmatrix or stmatrix, got {op!r}")
+    if num not in (1, 2, 4):
+        raise InputError(f"--num must be 1, 2 or 4 (.x1/.x2/.x4), got {num!r}")
+    trans = bool(trans)
+    H, W = (16 if num > 1 else 8), (16 if num == 4 else 8)
+    instr = f"{op}.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16"
+    giver_m, giver_r = address_givers(num)
+    mat, row, col = fragment_map(num, trans)
+
+    a_lab, a_fill = _grid(H, W), _grid(H, W)
+    for lane in range(32):
+        j, r = int(giver_m[lane]), int(giver_r[lane])
+        if j < 0:
+            continue
+        R0, C0 = _matrix_origin(num, j)
+        for c in range(8):
+            a_fill[R0 + r][C0 + c] = lane_colour(lane)
+        a_lab[R0 + r][C0] = f"L{lane}>"
+    addr = Panel("1. who gives the address: lane L points at one 16-byte row", a_lab, a_fill,
+                 row_heads=[f"row {r % 8}" for r in range(H)], col_heads=[str(c % 8) for c in range(W)],
+                 col_groups=8, row_groups=8)
+    d_lab, d_fill = _grid(H, W), _grid(H, W)
+    for lane in range(32):
+        for j in range(num):
+            for h in range(2):
+                R0, C0 = _matrix_origin(num, j)
+                r, c = R0 + int(row[lane, j, h]), C0 + int(col[lane, j, h])
+                d_lab[r][c] = f"T{lane}:r{j}.{h}"
+                d_fill[r][c] = lane_colour(lane)
+    data = Panel("2. who holds the data: lane T, register r, half (.0 = bits 15:0)", d_lab, d_fill,
+                 row_heads=[f"row {r % 8}" for r in range(H)], col_heads=[str(c % 8) for c in range(W)],
+                 col_groups=8, row_groups=8)
+    for p in (addr, data):
+        for j in range(num):
+            R0, C0 = _matrix_origin(num, j)
+            p.boxes.append((R0, C0, R0 + 8, C0 + 8, f"matrix {j}", "thick"))
+    addr.boxes.append((0, 0, 1, 8, "", "focus"))
+    for j in range(num):
+        for h in range(2):
+            R0, C0 = _matrix_origin(num, j)
+            r, c = R0 + int(row[0, j, h]), C0 + int(col[0, j, h])
+            data.boxes.append((r, c, r + 1, c + 1, "", "focus"))
+    if num < 4:
+        addr.notes.append(f"lanes {8 * num}-31: address ignored (only lanes 0-{8 * num - 1} give rows)")
+    held = "; ".join(f"r{j} = matrix {j} " + (f"row {int(row[0, j, 0])}, columns {int(col[0, j, 0])}-{int(col[0, j, 1])}"
+                                              if not trans else
+                                              f"rows {int(row[0, j, 0])}-{int(row[0, j, 1])}, column {int(col[0, j, 0])}")
+                     for j in range(num))
+    direction = ("memory -> registers: each addressed 16-byte row is loaded and scattered over the warp"
+                 if op == "ldmatrix" else
+                 "registers -> memory: the warp's registers are gathered and each 16-byte row written at its lane's address")
+    caption = [
+        f"{instr}: {direction}. The address and the data are decoupled (seed §4-5): lane L in 0..{8 * num - 1} gives "
+        f"the address of row L%8 of matrix L/8, so lanes 0-7 give the rows of matrix 0, lanes 8-15 of matrix 1, ...",
+        f"Meanwhile every lane holds one register per matrix with two 16-bit halves. Thread 0 holds {held}"
+        + (": the striped layout, thread 0 owns columns 0-1 of every 8x8 matrix (seed §5.3)." if not trans else
+           ": with .trans each thread's pair runs down a column instead of along a row."),
+        ("The four matrices are drawn as the epilogue's 16x16 tile (0 top-left, 1 bottom-left, 2 top-right, "
+         "3 bottom-right); in general each row goes wherever its lane's address points." if num == 4 else
+         "In general each row goes wherever its lane's address points."),
+    ]
+    legend = [(lane_colour(lane), f"lane {lane}") for lane in range(8)]
+    legend += [("", "lanes 8-15, 16-23, 24-31: the same hues, lighter"),
+               ("", "L<n>> = lane n gives this row's address; T<n>:r<j>.<h> = lane n, register j, half h"),
+               ("", "dashed: lane 0's address row (panel 1) and lane 0's data (panel 2)")]
+    return Diagram(op, f"{op} .m8n8.x{num}{' .trans' if trans else ''} .b16: address givers and data holders",
+                   SRC_MATRIX.format(op=op, file="sm75" if op == "ldmatrix" else "sm90"), [addr, data], legend, caption)
+
+
+# ----------------------------------------------------------------------------- swizzle
+
+def swizzle(mode: str = "128B", dtype: str = "f16", lines: int = 8) -> Diagram:
+    """The 16-byte atom permutation of a swizzle mode, atoms coloured by their ORIGINAL column."""
+    m = swizzle_mode(mode)
+    _check_dtype(dtype, OPERAND_DTYPES, "element")
+    e = element_bytes(dtype)
+    per = ATOM_BYTES // e
+    tab = atom_table(m, lines)
+    n_atoms = tab.shape[1]
+
+    def lab(c: int) -> str:
+        return f"a{c}:{c * per}-{c * per + per - 1}"
+
+    lg, lf = _grid(lines, n_atoms), _grid(lines, n_atoms)
+    pg, pf = _grid(lines, n_atoms), _grid(lines, n_atoms)
+    for r in range(lines):
+        for c in range(n_atoms):
+            lg[r][c], lf[r][c] = lab(c), index_colour(c)
+            p = int(tab[r, c])
+            pg[r][p], pf[r][p] = lab(c), index_colour(c)
+    heads = [f"+{16 * c}" for c in range(n_atoms)]
+    rh = [f"line {r} @{128 * r}" for r in range(lines)]
+    logical = Panel("logical: atom c of each 128-byte line (before the swizzle)", lg, lf, rh, heads)
+    physical = Panel(f"stored: where each atom lands ({m.name})", pg, pf, rh, heads)
+    per_period = 1 << m.bits if m.bits else 1
+    if m.bits:
+        for p in (logical, physical):
+            for r0 in range(0, lines, per_period):
+                p.boxes.append((r0, 0, min(lines, r0 + per_period), n_atoms,
+                                f"period {m.period} B" if r0 == 0 else "", "thick"))
+    mask = (1 << m.bits) - 1
+    legend = [(index_colour(c), f"atom {c}: bytes {16 * c}-{16 * c + 15} = {dtype} elements {c * per}-{c * per + per - 1}")
+              for c in range(n_atoms)]
+    legend += [("", f"a<c>:<i>-<j> = original atom c holding elements i..j of its line ({per} x {dtype} = 16 bytes)"),
+               ("", "byte address bits: [3:0] byte inside the atom (never moves), [6:4] atom, [9:7] 128-byte line")]
+    rule = ("none: nothing moves (the identity)." if not m.bits else
+            f"{m.name} = Swizzle<{m.bits},4,3>: stored atom = atom XOR (line & {mask}), i.e. address bits "
+            f"[{3 + m.bits}:4] ^= bits [{6 + m.bits}:7]; the pattern repeats every {m.period} bytes "
+            f"({per_period} line{'s' if per_period > 1 else ''}).")
+    caption = [rule,
+               "The unit that moves is the 16-byte atom: one 8x8 b16 row, 8 f16 / 16 e4m3 / 4 tf32 elements (seed §7). "
+               "Bytes inside an atom stay in order, which is why a TMA load/store can unswizzle to a clean row-major tile.",
+               "The swizzle acts on the absolute shared address, so a tile should start on the pattern's period "
+               f"({m.period} bytes) unless the descriptor's base offset says otherwise."]
+    if m.bits:
+        r = min(5, lines - 1)
+        caption.append(f"Example: line {r}, atom 2 -> atom {int(tab[r, 2])} "
+                       f"(address {128 * r + 32:#x} is stored at {128 * r + 16 * int(tab[r, 2]):#x}).")
+    return Diagram("swizzle", f"{m.name} swizzle: 16-byte atom permutation ({dtype}: {per} elements per atom)",
+                   SRC_SWIZZLE, [logical, physical], legend, caption)
+
+
+# ----------------------------------------------------------------------------- operand tiles
+
+def _core_id(r: int, k: int, e: int, major: str) -> tuple[int, int]:
+    """Core matrix (8 rows x 16 bytes, stored as 128 contiguous bytes) of element (r, k)."""
+    if major == "K":
+        return r // 8, (k * e) // 16
+    return r // (16 // e), k // 8
+
+
+def _stride_meaning(major: str, m, e: int) -> tuple[str, str, tuple[int, int] | None, tuple[int, int] | None]:
+    """(LBO meaning, SBO meaning, LBO step (dr, dk), SBO step) of a canonical layout."""
+    t = 16 // e
+    if major == "K" and not m.bits:
+        return ("LBO = bytes between core matrices adjacent along K",
+                "SBO = bytes between 8-row groups", (0, 16 // e), (8, 0))
+    if major == "K":
+        return (f"LBO unused (K-major {m.name}: a row's K bytes are contiguous up to {m.width} B)",
+                f"SBO = bytes between 8-row groups (8 rows x {m.width} B = {8 * m.width} when dense)", None, (8, 0))
+    if not m.bits:
+        return ("LBO = bytes between core matrices adjacent along K (8 K-columns)",
+                f"SBO = bytes between core matrices adjacent along MN ({t} elements)", (0, 8), (t, 0))
+    s = m.width // 16
+    return (f"LBO = bytes between {m.width}-byte MN blocks ({t * s} elements of MN)",
+            "SBO = bytes between groups of 8 K-columns", (t * s, 0), (0, 8))
+
+
+def _operand_panels(addr: np.ndarray, rows: int, k: int, e: int, major: str, m, lbo: int, sbo: int,
+                    *, hexa: bool, marks: np.ndarray | None = None) -> tuple[Panel, Panel, list[str]]:
+    """Tile panel (row x k: address of each element's first byte) and memory panel
+    (128-byte lines x 16-byte atoms: which elements sit there), plus notes."""
+    first = addr[:, ::e]
+    ids = {}
+    t_lab, t_fill = _grid(rows, k), _grid(rows, k)
+    for r in range(rows):
+        for c in range(k):
+            cid = _core_id(r, c, e, major)
+            ids.setdefault(cid, len(ids))
+            a = int(first[r, c])
+            t_lab[r][c] = (f"{a:x}" if hexa else str(a)) + ("!" if marks is not None and marks[r, c] else "")
+            t_fill[r][c] = index_colour(3 * cid[0] + cid[1], 8)
+    tile = Panel(f"operand tile, {rows} x {k} ({'MN' if major == 'MN' else 'K'}-major): "
+                 f"{'hex address' if hexa else 'byte offset'} of each element", t_lab, t_fill,
+                 [str(r) for r in range(rows)], [str(c) for c in range(k)])
+    # core matrices and swizzle atoms
+    cr, ck = (8, 16 // e) if major == "K" else (16 // e, 8)
+    tile.col_groups, tile.row_groups = ck, cr
+    for r0 in range(0, rows, cr):
+        for c0 in range(0, k, ck):
+            tile.boxes.append((r0, c0, min(rows, r0 + cr), min(k, c0 + ck), "", "thin"))
+    if m.bits:
+        ar, ac = (8, m.width // e) if major == "K" else (m.width // e, 8)
+        for r0 in range(0, rows, ar):
+            for c0 in range(0, k, ac):
+                tile.boxes.append((r0, c0, min(rows, r0 + ar), min(k, c0 + ac),
+                                   "swizzle atom" if r0 == c0 == 0 else "", "thick"))
+    lbo_txt, sbo_txt, lstep, sstep = _stride_meaning(major, m, e)
+    for step, name, val in ((lstep, "LBO", lbo), (sstep, "SBO", sbo)):
+        if step and step[0] < rows and step[1] < k:
+            tile.arrows.append((0, 0, step[0], step[1], f"+{name} = {val} B"))
+    # memory view
+    lo = int(addr.min()) // 128 * 128
+    hi = -(-(int(addr.max()) + 1) // 128) * 128
+    owners: dict[int, list[tuple[int, int]]] = {}
+    for r in range(rows):
+        for c in range(k):
+            for a in {int(x) // 16 for x in addr[r, c * e:(c + 1) * e]}:
+                owners.setdefault(a, []).append((r, c))
+    used_lines = sorted({a * 16 // 128 * 128 for a in owners})
+    notes = []
+    if (hi - lo) // 128 > 2 * len(used_lines) + 4:
+        lines = used_lines
+        notes.append(f"memory panel: only the {len(lines)} 128-byte lines the tile touches are drawn "
+                     f"(span {lo:#x}..{hi:#x})")
+    else:
+        lines = list(range(lo, hi, 128))
+    m_lab, m_fill = _grid(len(lines), 8), _grid(len(lines), 8)
+    doubles = 0
+    for i, line in enumerate(lines):
+        for a in range(8):
+            own = owners.get(line // 16 + a)
+            if not own:
+                continue
+            r0 = min(o[0] for o in own)
+            r1 = max(o[0] for o in own)
+            k0 = min(o[1] for o in own)
+            k1 = max(o[1] for o in own)
+            if major == "K" or r0 == r1:
+                s = f"r{r0} k{k0}" + (f"-{k1}" if k1 > k0 else "") if r0 == r1 else f"r{r0}-{r1} k{k0}-{k1}"
+            else:
+                s = f"k{k0} r{r0}-{r1}" if k0 == k1 else f"k{k0}-{k1} r{r0}-{r1}"
+            if len(own) > 16 // e:
+                s += "*"
+                doubles += 1
+            m_lab[i][a] = s
+            cid = _core_id(own[0][0], own[0][1], e, major)
+            m_fill[i][a] = index_colour(3 * cid[0] + cid[1], 8)
+    mem = Panel("shared memory: 128-byte lines x 16-byte atoms (what each atom holds)", m_lab, m_fill,
+                [f"{x:#x}" if hexa else f"+{x}" for x in lines], [f"+{16 * a}" for a in range(8)])
+    if doubles:
+        notes.append(f"{doubles} atom(s) marked * are read for more than one element (overlapping strides)")
+    return tile, mem, [lbo_txt, sbo_txt] + notes
+
+
+def _operand_legend(e: int, dtype: str, major: str, m) -> list[tuple[str, str]]:
+    return [(index_colour(i, 8), f"core matrix {i}") for i in range(3)] + [
+        ("", "colour = core matrix: 8 rows x 16 bytes stored as 128 contiguous bytes "
+             f"({'8 rows x ' + str(16 // e) + ' K-elements' if major == 'K' else str(16 // e) + ' MN-elements x 8 K-columns'})"),
+        ("", "thin outline: core matrix" + (f"; thick outline: {m.name} swizzle atom (8 x {m.width} B)" if m.bits else "")),
+        ("", "memory cells: " + ("r<row> k<k range>" if major == "K" else "k<k column> r<row range>")
+             + " held by that 16-byte atom"),
+    ]
+
+
+def smem(major: str = "K", mode: str = "128B", dtype: str = "f16", rows: int = 64, k: int | None = None,
+         lbo: int | None = None, sbo: int | None = None) -> Diagram:
+    """An operand tile in shared memory: where each (row, k) element lands, core matrices and
+    swizzle atoms outlined, LBO/SBO drawn as arrows (dense canonical strides by default)."""
+    major = _major(major)
+    m = swizzle_mode(mode)
+    _check_dtype(dtype, OPERAND_DTYPES, "operand")
+    e = element_bytes(dtype)
+    if major == "MN" and e != 2:
+        raise InputError(f"an MN-major (transposed) operand must be f16/bf16; {dtype} must be K-major")
+    if k is None:
+        k = (m.width // e if m.bits else 32 // e) if major == "K" else 16
+    dl, ds = dense_strides(major, m, rows, k * e if major == "K" else None)
+    lbo = dl if lbo is None else lbo
+    sbo = ds if sbo is None else sbo
+    lay = SmemLayout(major, m, e, lbo, sbo)
+    phys = np.asarray(m.swizzle(lay.offsets(rows, k)))
+    tile, mem, notes = _operand_panels(phys, rows, k, e, major, m, lbo, sbo, hexa=False)
+    tile.notes += notes[:2]
+    mem.notes += notes[2:]
+    caption = [f"A {rows} x {k} {dtype} operand (A: rows = M; B viewed as N x K), {major}-major, swizzle {m.name}, "
+               f"LBO = {lbo} B, SBO = {sbo} B (the dense canonical packing is LBO = {dl}, SBO = {ds}).",
+               notes[0] + "; " + notes[1] + ".",
+               "Offsets are relative to a start address on the swizzle period; the hardware swizzles the absolute "
+               "address (see the desc diagram). Try `wgref desc` to see what a given descriptor makes the H200 read."]
+    return Diagram("smem", f"shared-memory operand: {major}-major, {m.name} swizzle, {dtype}, {rows} x {k}",
+                   SRC_SMEM, [tile, mem], _operand_legend(e, dtype, major, m), caption)
+
+
+def parse_descriptor(text: str) -> int:
+    """A descriptor from hex (0x...) or decimal text; one-line error otherwise."""
+    try:
+        v = int(str(text).strip().replace("_", ""), 0)
+    except ValueError:
+        raise InputError(f"cannot parse {text!r} as a 64-bit descriptor (give hex like 0x4000004000010040)") from None
+    MatrixDescriptor.decode(v)  # reserved bits, range
+    return v
+
+
+def desc(value: int | str, dtype: str = "f16", rows: int = 64, k: int | None = None, major: str = "K") -> Diagram:
+    """Decode, validate and draw a wgmma matrix descriptor: which shared-memory bytes the
+    hardware reads for each (row, k) element of a ``rows x k`` operand."""
+    v = parse_descriptor(value) if isinstance(value, str) else int(value)
+    d = MatrixDescriptor.decode(v)
+    major = _major(major)
+    _check_dtype(dtype, OPERAND_DTYPES, "operand")
+    e = element_bytes(dtype)
+    if major == "MN" and e != 2:
+        raise InputError(f"an MN-major (transposed) operand must be f16/bf16; {dtype} must be K-major")
+    k = 32 // e if k is None else k
+    m = mode_from_desc_code(d.swizzle)
+    addr = operand_addresses(d, rows, k, e, major=major)
+    first = addr[:, ::e]
+    # the tile a user most likely wrote: dense canonical strides, pattern anchored at the start
+    dl, ds = dense_strides(major, m, rows, k * e if major == "K" else None)
+    canon = d.start_address + np.asarray(m.swizzle(SmemLayout(major, m, e, dl, ds).offsets(rows, k)))
+    mark = d.start_address % 128 == 0
+    marks = (canon[:, ::e] != first) if mark else None
+    lbo_txt, sbo_txt, _, _ = _stride_meaning(major, m, e)
+    report = [f"descriptor {v:#018x}  ({rows} x {k} {dtype}, {major}-major)",
+              f"  bits 13:0   start address >> 4 = {d.start_address >> 4:#x}  -> {d.start_address:#x} ({d.start_address} B)",
+              f"  bits 29:16  LBO >> 4           = {d.lbo >> 4:#x}  -> {d.lbo} B: {lbo_txt}",
+              f"  bits 45:32  SBO >> 4           = {d.sbo >> 4:#x}  -> {d.sbo} B: {sbo_txt}",
+              f"  bits 51:49  base offset        = {d.base_offset}",
+              f"  bits 63:62  swizzle            = {d.swizzle}  -> {m.name}",
+              "notes:"] + [f"  {n}" for n in describe(d)]
+    issues = []
+    lbo_used = not (major == "K" and m.bits)
+    if (d.lbo != dl and lbo_used) or d.sbo != ds:
+        if lbo_used and d.lbo == ds and d.sbo == dl and dl != ds:
+            issues.append(f"LBO and SBO look swapped: the dense {major}-major {m.name} packing of this tile has "
+                          f"LBO = {dl}, SBO = {ds} (in {'swizzled' if m.bits else 'no-swizzle'} MN-major layouts "
+                          f"they trade roles)" if major == "MN" else
+                          f"LBO and SBO look swapped: the dense packing of this tile has LBO = {dl}, SBO = {ds}")
+        else:
+            issues.append(f"strides differ from the dense canonical packing of this tile "
+                          f"(LBO = {dl}{'' if lbo_used else ' (unused)'}, SBO = {ds}): fine if the tile was written "
+                          f"with these strides")
+    flat = addr.ravel()
+    dup = flat.size - np.unique(flat).size
+    if dup:
+        issues.append(f"{dup} of {flat.size} bytes are read by more than one element: the strides make "
+                      f"core matrices overlap")
+    if m.bits and d.start_address % m.period:
+        base_fix = (d.start_address >> 7) & ((1 << m.bits) - 1)
+        fixed = operand_addresses(d.__class__(d.start_address, d.lbo, d.sbo, base_fix, d.swizzle), rows, k, e,
+                                  major=major)
+        ok_fix = bool(np.array_equal(fixed[:, ::e], d.start_address + np.asarray(
+            m.swizzle(SmemLayout(major, m, e, d.lbo, d.sbo).offsets(rows, k)))[:, ::e]))
+        rel = d.start_address + np.asarray(m.swizzle(SmemLayout(major, m, e, d.lbo, d.sbo).offsets(rows, k)))[:, ::e]
+        diff = np.argwhere(rel != first)
+        if diff.size:
+            r, c = (int(x) for x in diff[0])
+            fix = (f" or set base offset = {base_fix}" if ok_fix and base_fix != d.base_offset else "")
+            issues.append(
+                f"the {m.name} swizzle acts on the absolute address (phase = (address >> 7) - base offset): "
+                f"the start is {d.start_address % m.period} B into its {m.period}-byte pattern, so {len(diff)} of "
+                f"{first.size} elements are read from other bytes than a tile laid out from the start would hold, "
+                f"e.g. (row {r}, k {c}) from {int(first[r, c]):#x}, not {int(rel[r, c]):#x}. "
+                + (f"If the tile was placed at the start, align it to {m.period} B{fix}."
+                   if d.start_address % 128 == 0 else
+                   f"Right if this is a K step inside the swizzled rows of a tile written at an aligned address "
+                   f"(start % 128 = {d.start_address % 128}); if the tile itself starts here, align it to "
+                   f"{m.period} B{fix}."))
+    report += ["checks:"] + ([f"  ! {i}" for i in issues] if issues else
+                             ["  ok: dense canonical strides, no overlap, start on the swizzle pattern"])
+    tile, mem, notes = _operand_panels(addr, rows, k, e, major, m, d.lbo, d.sbo, hexa=True, marks=marks)
+    mem.notes += notes[2:]
+    if mark:
+        n_bad = int(marks.sum())
+        tile.notes.append(f"! = read from another byte than a dense canonical tile at this start would hold "
+                          f"({n_bad} of {marks.size} elements)")
+    else:
+        tile.notes.append("(no ! marks: a start inside a 128-byte line is a K step into a bigger tile)")
+    caption = [f"What the H200 reads for each (row, k) element of a {rows} x {k} {dtype} {major}-major operand "
+               f"described by {v:#018x}: the start address plus the canonical {m.name} layout's offsets "
+               "(LBO/SBO), then the swizzle of the absolute address with the base offset subtracted from the "
+               "128-byte line index (the rule the H200 fixtures confirmed).",
+               lbo_txt + "; " + sbo_txt + "."]
+    legend = _operand_legend(e, dtype, major, m) + [("", "tile cells: hex address of the element's first byte")]
+    return Diagram("desc", f"descriptor {v:#018x}: what the hardware reads ({rows} x {k} {dtype}, {major}-major, "
+                           f"{m.name})", SRC_DESC, [tile, mem], legend, caption, text_before=report)
+
+
+__all__ = ["acc", "a_frag", "matrix", "swizzle", "smem", "desc", "parse_descriptor",
+           "ACC_DTYPES", "A_DTYPES", "OPERAND_DTYPES"]
