@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..errors import InputError
+from ..errors import FormError, InputError
 
 Range = tuple[int, int]
 
@@ -262,7 +262,7 @@ def _mma_smem(where: str, d: dict) -> tuple[Range, ...]:
             raise _bad(where, "mma_async with desc_a/desc_b needs 'instr' (the wgmma opcode) to derive the bytes read")
         try:
             form = parse_wgmma(d["instr"])
-        except InputError as e:
+        except (InputError, FormError) as e:
             raise _bad(where, f"field 'instr': {e}") from None
         for name, rows, dt, tr in (("desc_a", M, form.dtype_a, "trans_a"), ("desc_b", form.n, form.dtype_b, "trans_b")):
             if name in d:
