@@ -784,6 +784,7 @@ class PipelineChecker:
             b = self._bar(e)
             self._overwrite(e)
             self.tma = [w for w in self.tma if _overlap(w.ranges, e.smem) is None]
+            self.generic = [w for w in self.generic if _overlap(w.ranges, e.smem) is None]  # replaced
             if b is not None:
                 self.tma.append(_TmaWrite(i, e.smem, e.bar, b.phase))
                 b.tx -= e.bytes
