@@ -424,7 +424,10 @@ def _write_text(path: str, text: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"cannot write {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".wgref-", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".wgref-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -433,6 +436,13 @@ def _write_text(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+_write_atomic = _write_text
 
 
 def _emit_diagram(kind: str, args, **opts) -> int:
@@ -476,6 +486,48 @@ def cmd_desc(args) -> int:
 
     value = parse_descriptor(args.descriptor)
     return _emit_diagram("desc", args, value=value, dtype=args.dtype, rows=args.rows, k=args.k, major=args.major)
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+@command("pipeline")
+def cmd_pipeline(args) -> int:
+    """check: hazards of a trace (0 none, 1 hazards, 2 bad trace); draw: the commit-group
+    timeline; gen: the canonical mainloop trace (or a broken variant)."""
+    from refmodel.machine import pipeline as pl
+
+    if args.pipeline_cmd == "gen":
+        promote = None if args.promote_every in (None, 0) else args.promote_every
+        events = pl.gemm_mainloop_trace(args.stages, args.k_iters, args.wait_depth, args.consumers, promote,
+                                        instr=args.instr, broken=args.broken)
+        text = pl.dump_trace(events)
+        if args.output:
+            _write_atomic(args.output, text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    rep = pl.check(pl.load_trace(args.trace))
+    if args.pipeline_cmd == "check":
+        if args.json:
+            print(json.dumps({"events": len(rep.events), "hazards": [
+                {"kind": h.kind, "severity": h.severity, "events": list(h.events),
+                 "trace_lines": [rep.events[i].lineno for i in h.events], "message": h.message}
+                for h in rep.hazards]}))
+        else:
+            for h in rep.hazards:
+                print(pl.format_hazard(h, rep.events))
+            print(f"{len(rep.events)} events, {len(rep.groups)} commit groups: {len(rep.errors)} hazard(s), "
+                  f"{len(rep.warnings)} warning(s)")
+        return 1 if rep.errors or (args.strict and rep.warnings) else 0
+    from refmodel.machine.pipeline_draw import draw_ascii, draw_svg
+
+    text = draw_svg(rep) if args.format == "svg" else draw_ascii(rep)
+    if args.output:
+        _write_atomic(args.output, text)
+        print(f"timeline written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 # ----------------------------------------------------------------------------- main
@@ -607,6 +659,27 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--feature", action="append", help="only this feature (repeatable)")
     v.add_argument("--fixtures", default=None, help="fixtures directory (default: the package's)")
     v.add_argument("--json", action="store_true")
+
+    pl = sub.add_parser("pipeline", help="wgmma pipeline traces: hazard check, timeline, canonical GEMM mainloop")
+    pls = pl.add_subparsers(dest="pipeline_cmd", metavar="action")
+    pls.required = True
+    plc = pls.add_parser("check", help="list the hazards of a JSON-lines trace (exit 0 none, 1 hazards, 2 bad trace)")
+    plc.add_argument("trace")
+    plc.add_argument("--strict", action="store_true", help="warnings (pointless waits) also exit 1")
+    plc.add_argument("--json", action="store_true")
+    pld = pls.add_parser("draw", help="draw the commit-group timeline of a trace")
+    pld.add_argument("trace")
+    pld.add_argument("--format", choices=["ascii", "svg"], default="ascii")
+    pld.add_argument("-o", "--output", default=None)
+    plg = pls.add_parser("gen", help="write the canonical warp-specialised GEMM mainloop trace")
+    plg.add_argument("--stages", type=int, default=4)
+    plg.add_argument("--k-iters", type=int, default=8)
+    plg.add_argument("--wait-depth", type=int, default=1)
+    plg.add_argument("--consumers", type=int, default=2)
+    plg.add_argument("--promote-every", type=int, default=None)
+    plg.add_argument("--instr", default="wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16")
+    plg.add_argument("--broken", choices=["lax_wait", "no_proxy_fence", "early_reuse"], default=None)
+    plg.add_argument("-o", "--output", default=None)
     return p
 
 
