@@ -30,8 +30,8 @@ from refmodel.layouts.smem import tile_image
 from refmodel.wgmma_sp_forms import parse_wgmma_sp
 
 SEED = 20261201
-IMAGE = 16384
-B_OFFSET = 8192
+IMAGE = 2048 + 256 * 64     # compressed A (64 x 32 bytes) then B^T (up to 256 x 64 bytes)
+B_OFFSET = 2048
 LEGAL_24 = np.array([0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110], np.uint32)   # idx0 < idx1
 LEGAL_TF32 = np.array([0b0100, 0b1110], np.uint32)
 
@@ -186,6 +186,181 @@ def explore(out: Path, cases: int) -> None:
         print(f"numerics {instr.split('aligned.')[1]} rs={int(rs)}: {d.size} outputs", flush=True)
 
 
+# ----------------------------------------------------------------------------- recording
+
+ROWS, COLS = 8, 8           # per stored tile: D[rows, cols] with A_c rows, meta rows, B columns, C
+TILES = 16                  # tiles compared per job (4 families x 4); tiles 0 and 5 are stored
+
+
+def tf32_probe_cases(cases: int, *, illegal: bool) -> dict[str, Any]:
+    """tf32 probes with random tags (full mantissas, low half-words nonzero), B = I."""
+    instr = "wgmma.mma_async.sp.sync.aligned.m64n16k16.f32.tf32.tf32"
+    arr = probe_cases(instr, cases, illegal=illegal, tag="tf32-random")
+    rng = _rng("tf32-tags", illegal)
+    f = parse_wgmma_sp(instr)
+    imgs, aregs = [], []
+    from refmodel.layouts.fragment import pack_a_fragment
+
+    eye = np.eye(f.k, f.n, dtype=np.float32)
+    for i in range(cases):
+        a_c = (rng.uniform(1, 2, (64, f.k_compressed)) * rng.choice([-1, 1], (64, f.k_compressed))).astype(np.float32)
+        imgs.append(images_for(f, a_c, eye))
+        aregs.append(pack_a_fragment(a_c, "tf32"))
+    arr["images"], arr["a_regs"] = np.stack(imgs), np.stack(aregs)
+    return arr
+
+
+def plan_jobs() -> list[dict[str, Any]]:
+    """Every sparse form, SS and RS; sp-sel, scale-d and imm scales spread over the forms."""
+    from refmodel.wgmma_sp_forms import WGMMA_SP_FORMS
+
+    jobs = []
+    scales = [(1, 1), (-1, 1), (1, -1), (-1, -1)]
+    for i, f in enumerate(WGMMA_SP_FORMS):
+        for rs in (False, True):
+            sa, sb = scales[(i + rs) % 4] if f.has_imm_scale else (1, 1)
+            jobs.append({"instr": f.instr, "rs": rs, "sp_sel": f.sp_sels[(i + rs) % len(f.sp_sels)],
+                         "scale_d": int((i + rs) % 3 != 0), "imm_scale_a": sa, "imm_scale_b": sb})
+    return jobs
+
+
+def job_inputs(job: dict[str, Any]) -> dict[str, Any]:
+    """TILES full tiles: compressed A, metadata nibbles (legal; tiles 5, 7, 13, 15 of 2:4 forms use
+    any nibble, equal indices included), B, C — plus their machine-level form."""
+    from refmodel.layouts.fragment import pack_a_fragment
+    from refmodel.layouts.sparse_meta import pack_meta
+
+    f = parse_wgmma_sp(job["instr"])
+    rng = _rng("job", job["instr"], job["rs"])
+    a, meta, b, c = [], [], [], []
+    for t in range(TILES):
+        fam = ["bits", "ints", "wide", "narrow"][t % 4]
+        a.append(_random_operand(rng, f.dtype_a, (64, f.k_compressed), fam))
+        b.append(_random_operand(rng, f.dtype_b, (f.k, f.n), fam))
+        if f.dtype_d == "s32":
+            c.append(rng.integers(-(1 << 31), (1 << 31) - 1, (64, f.n), dtype=np.int64).astype(np.int32)
+                     if t % 2 else rng.integers(-1000, 1000, (64, f.n)).astype(np.int32))
+        else:
+            c.append(_random_operand(rng, f.dtype_d, (64, f.n), "wide" if fam == "bits" else "narrow"))
+        pool = (LEGAL_TF32 if f.dtype_a == "tf32" else
+                (np.arange(16, dtype=np.uint32) if t % 8 in (5, 7) else LEGAL_24))
+        meta.append(rng.choice(pool, (64, f.meta_cols)).astype(np.uint8))
+    da, db = descriptors(f)
+    garbage = rng.integers(0, 1 << 32, (TILES, 128), dtype=np.uint64).astype(np.uint32)
+    return {"a": np.stack(a), "meta": np.stack(meta), "b": np.stack(b), "c": np.stack(c),
+            "images": np.stack([images_for(f, a[t], b[t]) for t in range(TILES)]),
+            "desc_a": np.full(TILES, da, np.uint64), "desc_b": np.full(TILES, db, np.uint64),
+            "meta_regs": np.stack([pack_meta(meta[t], f.dtype_a, job["sp_sel"], fill=garbage[t]) for t in range(TILES)]),
+            "a_regs": np.stack([pack_a_fragment(np.ascontiguousarray(a[t]), f.dtype_a) for t in range(TILES)]),
+            "c_regs": np.stack([pack_accumulator(c[t], f.dtype_d) for t in range(TILES)])}
+
+
+def record(out: Path, *, workers: int = 16, log=print) -> int:
+    """Run every job on the GPU, compare every output with refmodel.wgmma_sp, store compact
+    samples (fixtures/sparse/forms_<family>.npz) and the probes (fixtures/sparse/probe_*.npz)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from refmodel.dtypes import bits_of
+    from refmodel.layouts.fragment import unpack_accumulator
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.replay_sparse import probe_model
+
+    from .runtime import device_info
+    from .sparse import SpVariant, run_wgmma_sp, sp_kernel_source
+
+    prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record_sparse"}
+    jobs = plan_jobs()
+    variants = [SpVariant(j["instr"], j["rs"], j["sp_sel"], 0, 0, j["imm_scale_a"], j["imm_scale_b"]) for j in jobs]
+    t0 = time.time()
+    if workers > 0:  # NVRTC in a process pool fills cupy's disk cache; launches then load from it
+        from gpu.record_forms import _compile_one
+
+        with ProcessPoolExecutor(workers) as ex:
+            list(ex.map(_compile_one, [sp_kernel_source(v) for v in variants], chunksize=8))
+        log(f"compiled {len(variants)} sparse kernels in {time.time() - t0:.1f}s")
+    from refmodel.numerics.sparse import wgmma_sp
+
+    groups: dict[str, dict[str, list]] = {}
+    compared = mismatches = 0
+    per_form: dict[str, int] = {}
+    for job, v in zip(jobs, variants):
+        f = parse_wgmma_sp(job["instr"])
+        x = job_inputs(job)
+        d_regs, bases = run_wgmma_sp(v, x["images"], x["desc_a"], x["desc_b"], x["meta_regs"], x["c_regs"],
+                                     np.full(TILES, job["scale_d"], np.int32), x["a_regs"] if job["rs"] else None)
+        hw = unpack_accumulator(d_regs, f.n, f.dtype_d)
+        model = wgmma_sp(job["instr"], x["a"], x["meta"], x["b"], x["c"], sp_sel=job["sp_sel"],
+                         scale_d=bool(job["scale_d"]), imm_scale_a=job["imm_scale_a"], imm_scale_b=job["imm_scale_b"])
+        bad = int(np.count_nonzero(bits_of(hw) != bits_of(model)))
+        compared += hw.size
+        mismatches += bad
+        per_form[job["instr"]] = per_form.get(job["instr"], 0) + hw.size
+        if bad:
+            log(f"MISMATCH {job}: {bad} of {hw.size}")
+        rng = _rng("sample", job["instr"], job["rs"])
+        g = groups.setdefault(f"{f.family}_{f.dtype_d}", {k: [] for k in ("a", "meta", "b", "c", "d", "rows", "cols")})
+        g.setdefault("jobs", []).append(job)
+        for t in (0, 5):
+            rows = np.sort(rng.choice(64, ROWS, replace=False))
+            cols = np.sort(rng.choice(f.n, min(f.n, COLS), replace=False))
+            g["a"].append(bits_of(x["a"][t])[rows])
+            g["meta"].append(x["meta"][t][rows])
+            g["b"].append(bits_of(x["b"][t])[:, cols])
+            g["c"].append(bits_of(x["c"][t])[np.ix_(rows, cols)])
+            g["d"].append(bits_of(hw[t])[np.ix_(rows, cols)])
+            g["rows"].append(rows.astype(np.uint8))
+            g["cols"].append(cols.astype(np.uint16))
+    log(f"{len(jobs)} jobs, {len(per_form)} sparse forms, {compared} hardware outputs compared with refmodel: "
+        f"{mismatches} mismatches")
+    if mismatches:
+        log("sparse: FAILED: refmodel disagrees with the hardware; nothing written")
+        return 1
+    for name, g in groups.items():
+        arrays = {}
+        for k in ("a", "meta", "b", "c", "d"):   # ragged across forms: concatenated flat, shapes in meta
+            arrays[k] = np.concatenate([x.ravel() for x in g[k]])
+        arrays["rows"] = np.concatenate(g["rows"])
+        arrays["cols"] = np.concatenate(g["cols"])
+        stored = int(sum(x.size for x in g["d"]))
+        write_fixture("sparse", f"forms_{name}", arrays, kind="sparse_forms", cases=stored,
+                      meta={"jobs": g["jobs"], "tiles_per_job": 2, "rows": ROWS, "cols": COLS,
+                            "compared_on_device": int(sum(per_form[j["instr"]] for j in g["jobs"]) // 2)},
+                      provenance=prov, root=out)
+        log(f"wrote sparse/forms_{name}.npz: {len(g['jobs'])} jobs, {stored} outputs")
+    # probes: the sp-meta layout, illegal nibbles, tf32 with random tags
+    nprobe = 0
+    for i, (instr, rs, sel) in enumerate(PROBES):
+        v = SpVariant(instr, rs, sel)
+        for illegal in (False, True):
+            arr = probe_cases(instr, 4, illegal=illegal, tag="rec")
+            d, bases = run_wgmma_sp(v, arr["images"], arr["desc_a"], arr["desc_b"], arr["meta"], arr["c_regs"],
+                                    arr["scale_d"], arr["a_regs"] if rs else None)
+            cfg = {"instr": instr, "rs": rs, "sp_sel": sel}
+            m = probe_model(cfg, arr, bases)
+            bad = int(np.count_nonzero(m != d))
+            log(f"probe {instr.split('aligned.')[1]} rs={int(rs)} sel={sel} illegal={illegal}: {bad} mismatches")
+            mismatches += bad
+            write_fixture("sparse", f"probe_{i:02d}_{'any' if illegal else 'legal'}", {**arr, "hw": d, "bases": bases},
+                          kind="sparse_probe", cases=int(d.size), meta=cfg, provenance=prov, root=out)
+            nprobe += d.size
+    for illegal in (False, True):
+        instr = "wgmma.mma_async.sp.sync.aligned.m64n16k16.f32.tf32.tf32"
+        arr = tf32_probe_cases(8, illegal=illegal)
+        v = SpVariant(instr, False, 0)
+        d, bases = run_wgmma_sp(v, arr["images"], arr["desc_a"], arr["desc_b"], arr["meta"], arr["c_regs"],
+                                arr["scale_d"], None)
+        cfg = {"instr": instr, "rs": False, "sp_sel": 0}
+        m = probe_model(cfg, arr, bases)
+        bad = int(np.count_nonzero(m != d))
+        log(f"probe tf32 random tags illegal={illegal}: {bad} mismatches")
+        mismatches += bad if not illegal else 0   # the illegal tf32 rule is being established
+        write_fixture("sparse", f"probe_tf32_random_{'any' if illegal else 'legal'}", {**arr, "hw": d, "bases": bases},
+                      kind="sparse_probe", cases=int(d.size), meta={**cfg, "established": not illegal},
+                      provenance=prov, root=out)
+    log(f"probes: {nprobe} outputs")
+    return 1 if mismatches else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="fixtures")
@@ -197,8 +372,11 @@ def main(argv=None) -> int:
         explore(Path(a.out), a.cases)
         print(f"sparse explore: done in {time.time() - t0:.0f} s")
         return 0
-    print("sparse: recording mode not built yet", file=sys.stderr)
-    return 2
+    from refmodel.verify.replay_sparse import probe_model  # noqa: F401  the model must exist (fail loudly)
+
+    rc = record(Path(a.out))
+    print(f"sparse: done in {time.time() - t0:.0f} s")
+    return rc
 
 
 if __name__ == "__main__":

@@ -188,7 +188,8 @@ def replay_scaled_mm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
     return total
 
 
-PLUGINS = ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_forms", "refmodel.verify.replay_layouts")
+PLUGINS = ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_forms", "refmodel.verify.replay_layouts",
+           "refmodel.verify.replay_sparse")
 
 
 def load_plugins() -> None:
