@@ -275,7 +275,9 @@ def record(out: Path, *, workers: int = 16, log=print) -> int:
     if workers > 0:  # NVRTC in a process pool fills cupy's disk cache; launches then load from it
         from gpu.record_forms import _compile_one
 
-        with ProcessPoolExecutor(workers) as ex:
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:  # CUDA is live: no fork
             list(ex.map(_compile_one, [sp_kernel_source(v) for v in variants], chunksize=8))
         log(f"compiled {len(variants)} sparse kernels in {time.time() - t0:.1f}s")
     from refmodel.numerics.sparse import wgmma_sp
