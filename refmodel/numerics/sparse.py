@@ -15,7 +15,8 @@ What the H200 computes (fixtures/sparse), for every sparse form:
   binding of :data:`refmodel.numerics.accumulate.BINDING` carries over unchanged);
 * **any nibble works as two indices** (PTX calls 0b0000, 0b0101, 0b1010, 0b1111 invalid):
   ``idx0 > idx1`` is fine, and equal indices put both kept elements on the same B row — both
-  products join the sum.  tf32 nibbles other than 0b0100 / 0b1110: see :func:`kept_positions`.
+  products join the sum.  tf32 nibbles other than 0b0100 / 0b1110 are refused (see
+  :func:`kept_positions`).
 
 Worked example (f16, K = 32): nibble 0b1001 in chunk 1 of row 0 keeps A[0, 5] and A[0, 6]
 (idx0 = 1, idx1 = 2), stored as compressed columns 2 and 3.
@@ -55,9 +56,9 @@ def kept_positions(meta, form: WgmmaSpForm | str) -> np.ndarray:
     """(..., 64, K/2) K index each compressed element multiplies (-1: it contributes nothing).
 
     2:4: column 2c goes to 4c + (nib & 3), column 2c+1 to 4c + (nib >> 2) — any nibble, in
-    any order, equal indices included.  tf32 (pair c, compressed column c): the H200 places
-    the element at 2c + (idx1 >> 1) when idx1 = nib >> 2 is odd (0b0100 → element 0,
-    0b1110 → element 1) and drops it (no contribution) when idx1 is even.
+    any order, equal indices included (all recorded on the H200).  tf32 (pair c, compressed
+    column c): 0b0100 → element 0, 0b1110 → element 1; other nibbles are refused (the H200
+    is deterministic with them but mixes the half-words of the element: recorded, not modelled).
     """
     f = form if isinstance(form, WgmmaSpForm) else parse_wgmma_sp(form)
     nib = _nibbles(meta, f)
@@ -67,8 +68,13 @@ def kept_positions(meta, form: WgmmaSpForm | str) -> np.ndarray:
         pos[..., 0::2] = 4 * c + (nib & 3)
         pos[..., 1::2] = 4 * c + (nib >> 2)
         return pos
-    idx1 = nib >> 2
-    return np.where(idx1 & 1, 2 * c + (idx1 >> 1), -1)
+    bad = ~np.isin(nib, (0b0100, 0b1110))
+    if bad.any():
+        at = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise InputError(f"tf32 sparse metadata nibbles must be 0b0100 or 0b1110, got {int(nib[at]):#06b} at row "
+                         f"{at[-2]}, pair {at[-1]}: the H200 answers other nibbles deterministically but with "
+                         f"garbled half-words that refmodel does not model (docs/sparse.md)")
+    return 2 * c + (nib == 0b1110)
 
 
 def compress(a, form: WgmmaSpForm | str) -> tuple[np.ndarray, np.ndarray]:

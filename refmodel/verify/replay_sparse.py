@@ -27,10 +27,35 @@ def probe_model(cfg: dict[str, Any], arr: dict[str, np.ndarray], bases: np.ndarr
     return np.stack(out)
 
 
+def _tf32_unmodelled(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bool:
+    """True for tf32 probes whose metadata registers hold nibbles other than 0b0100/0b1110
+    where the hardware reads them (recorded on the H200, refused by refmodel)."""
+    from ..layouts.sparse_meta import unpack_meta
+
+    if "tf32" not in meta["instr"]:
+        return False
+    nib = np.stack([unpack_meta(r, "tf32", meta["sp_sel"]) for r in arrays["meta"]])
+    return bool((~np.isin(nib, (0b0100, 0b1110))).any())
+
+
 @replayer("sparse_probe")
 def replay_sparse_probe(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """Probes compared register for register; tf32 probes with other nibbles must be refused
+    by refmodel (one case each: the refusal is what is checked, the outputs are evidence for docs)."""
+    from ..errors import InputError
+
     if arrays["hw"].shape[0] != arrays["meta"].shape[0]:
         raise ValueError(f"sparse probe: {arrays['hw'].shape[0]} outputs for {arrays['meta'].shape[0]} cases")
+    if _tf32_unmodelled(meta, arrays):
+        refused = 0
+        for i in range(arrays["meta"].shape[0]):
+            one = {k: v[i:i + 1] for k, v in arrays.items()}
+            try:
+                probe_model(meta, one, arrays["bases"][i:i + 1])
+            except InputError:
+                refused += 1
+        n = arrays["meta"].shape[0]
+        return Result(n, n - refused, [] if refused == n else [f"{n - refused} unmodelled tf32 probes not refused"])
     return _count(probe_model(meta, arrays, arrays["bases"]), arrays["hw"], meta["instr"], {})
 
 
