@@ -379,3 +379,72 @@ def fuzz_layout(target: str = "layout", *, cases: int, seed: int = 0, seconds: O
         b += 1
     rep.seconds = time.time() - t0
     return rep
+
+
+def fuzz_sparse(target: str = "sparse", *, cases: int, seed: int = 0, seconds: Optional[float] = None,
+                out: str | Path = "wgref-fuzz", hw: Optional[Callable] = None) -> FuzzReport:
+    """Fuzz sparse wgmma (``target``: 'sparse', or 'sparse:<fragment>', e.g. 'sparse:e4m3'):
+    each batch is one job of :func:`gpu.record_sparse.plan_jobs` (a sparse form with SS/RS,
+    sp-sel, scale-d, imm scales) with :data:`gpu.record_sparse.TILES` fresh tiles (operand
+    families, legal and any-nibble metadata, garbage in the metadata lanes not read), run on
+    the GPU and through refmodel.wgmma_sp.  The first mismatch is shrunk to the nibble and
+    elements that matter (:mod:`refmodel.verify.shrink_sparse`) and saved for ``wgref replay``."""
+    from refmodel.dtypes import bits_of as _bits
+    from refmodel.layouts.fragment import unpack_accumulator
+    from refmodel.layouts.sparse_meta import pack_meta
+    from refmodel.numerics.sparse import wgmma_sp
+    from refmodel.verify.shrink_sparse import SparseCase, save_sparse_case, shrink_sparse
+    from refmodel.wgmma_sp_forms import parse_wgmma_sp
+
+    from . import record_sparse as RS
+
+    frag = target.split(":", 1)[1] if ":" in target else ""
+    jobs = [j for j in RS.plan_jobs() if frag in j["instr"]]
+    if not jobs:
+        raise InputError(f"fuzz target {target!r}: no sparse form matches {frag!r}; try 'sparse', 'sparse:f16', "
+                         f"'sparse:m64n256k64'")
+    if hw is None:
+        from .sparse import SpVariant, run_wgmma_sp
+
+        def hw(job, x):
+            f = parse_wgmma_sp(job["instr"])
+            v = SpVariant(job["instr"], job["rs"], job["sp_sel"], 0, 0, job["imm_scale_a"], job["imm_scale_b"])
+            d, _ = run_wgmma_sp(v, x["images"], x["desc_a"], x["desc_b"], x["meta_regs"], x["c_regs"],
+                                np.full(len(x["images"]), job["scale_d"], np.int32), x["a_regs"] if job["rs"] else None)
+            return unpack_accumulator(d, f.n, f.dtype_d)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = FuzzReport(target, seed)
+    t0 = time.time()
+    b = 0
+    while rep.tiles < cases and (seconds is None or time.time() - t0 < seconds):
+        rng = np.random.default_rng([seed, b])
+        job = dict(jobs[int(rng.integers(len(jobs)))])
+        x = RS.job_inputs(job, seed=(seed, b))
+        d = hw(job, x)
+        m = wgmma_sp(job["instr"], x["a"], x["meta"], x["b"], x["c"], sp_sel=job["sp_sel"], scale_d=bool(job["scale_d"]),
+                     imm_scale_a=job["imm_scale_a"], imm_scale_b=job["imm_scale_b"])
+        diff = _bits(np.ascontiguousarray(d)) != _bits(np.ascontiguousarray(m))
+        rep.batches, rep.tiles, rep.outputs = b + 1, rep.tiles + len(d), rep.outputs + int(d.size)
+        rep.mismatches += int(diff.sum())
+        bad = [t for t in range(len(d)) if diff[t].any()]
+        if bad and rep.repro is None:
+            t = bad[0]
+            case = SparseCase(job["instr"], x["a"][t], x["meta"][t], x["b"][t], x["c"][t], sp_sel=job["sp_sel"],
+                              scale_d=bool(job["scale_d"]), imm_scale_a=job["imm_scale_a"],
+                              imm_scale_b=job["imm_scale_b"], rs=job["rs"], notes={"seed": [seed, b], "tile": t})
+
+            def run_one(cs):
+                f = parse_wgmma_sp(cs.instr)
+                one = {"a": cs.a[None], "meta": cs.meta[None], "b": cs.b[None], "c": cs.c[None],
+                       **RS.inputs_from_math(f, cs.a[None], cs.meta[None], cs.b[None], cs.c[None], job["sp_sel"])}
+                return hw(job, one)[0]
+
+            small, summary = shrink_sparse(case, run_one)
+            path = save_sparse_case(out / "repro_sparse.npz", small, hardware=run_one(small), summary=summary)
+            rep.repro = str(path)
+            rep.first = {"minimal": f"{job['instr']}: D{summary['output']} needs nibbles {summary['nibbles']}, "
+                                    f"A columns {summary['a_nonzero']}, B rows {summary['b_nonzero']}", **summary}
+        b += 1
+    rep.seconds = time.time() - t0
+    return rep

@@ -224,14 +224,29 @@ def plan_jobs() -> list[dict[str, Any]]:
     return jobs
 
 
-def job_inputs(job: dict[str, Any]) -> dict[str, Any]:
+def inputs_from_math(f, a, meta, b, c, sp_sel: int, garbage=None) -> dict[str, Any]:
+    """Machine-level inputs (images, descriptors, sp-meta/A/C registers) of T math-level tiles."""
+    from refmodel.layouts.fragment import pack_a_fragment
+    from refmodel.layouts.sparse_meta import pack_meta
+
+    T = len(a)
+    da, db = descriptors(f)
+    garbage = np.zeros((T, 128), np.uint32) if garbage is None else garbage
+    return {"images": np.stack([images_for(f, a[t], b[t]) for t in range(T)]),
+            "desc_a": np.full(T, da, np.uint64), "desc_b": np.full(T, db, np.uint64),
+            "meta_regs": np.stack([pack_meta(meta[t], f.dtype_a, sp_sel, fill=garbage[t]) for t in range(T)]),
+            "a_regs": np.stack([pack_a_fragment(np.ascontiguousarray(a[t]), f.dtype_a) for t in range(T)]),
+            "c_regs": np.stack([pack_accumulator(c[t], f.dtype_d) for t in range(T)])}
+
+
+def job_inputs(job: dict[str, Any], seed=None) -> dict[str, Any]:
     """TILES full tiles: compressed A, metadata nibbles (legal; tiles 5, 7, 13, 15 of 2:4 forms use
     any nibble, equal indices included), B, C — plus their machine-level form."""
     from refmodel.layouts.fragment import pack_a_fragment
     from refmodel.layouts.sparse_meta import pack_meta
 
     f = parse_wgmma_sp(job["instr"])
-    rng = _rng("job", job["instr"], job["rs"])
+    rng = _rng("job", job["instr"], job["rs"]) if seed is None else _rng("fuzz", job["instr"], job["rs"], seed)
     a, meta, b, c = [], [], [], []
     for t in range(TILES):
         fam = ["bits", "ints", "wide", "narrow"][t % 4]
@@ -245,14 +260,9 @@ def job_inputs(job: dict[str, Any]) -> dict[str, Any]:
         pool = (LEGAL_TF32 if f.dtype_a == "tf32" else
                 (np.arange(16, dtype=np.uint32) if t % 8 in (5, 7) else LEGAL_24))
         meta.append(rng.choice(pool, (64, f.meta_cols)).astype(np.uint8))
-    da, db = descriptors(f)
     garbage = rng.integers(0, 1 << 32, (TILES, 128), dtype=np.uint64).astype(np.uint32)
     return {"a": np.stack(a), "meta": np.stack(meta), "b": np.stack(b), "c": np.stack(c),
-            "images": np.stack([images_for(f, a[t], b[t]) for t in range(TILES)]),
-            "desc_a": np.full(TILES, da, np.uint64), "desc_b": np.full(TILES, db, np.uint64),
-            "meta_regs": np.stack([pack_meta(meta[t], f.dtype_a, job["sp_sel"], fill=garbage[t]) for t in range(TILES)]),
-            "a_regs": np.stack([pack_a_fragment(np.ascontiguousarray(a[t]), f.dtype_a) for t in range(TILES)]),
-            "c_regs": np.stack([pack_accumulator(c[t], f.dtype_d) for t in range(TILES)])}
+            **inputs_from_math(f, a, meta, b, c, job["sp_sel"], garbage)}
 
 
 def record(out: Path, *, workers: int = 16, log=print) -> int:

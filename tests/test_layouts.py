@@ -395,3 +395,30 @@ def test_make_descriptor_rules_and_k_steps():
         make_descriptor(0, swizzle="none", rows=64, k=16, elem_bytes=2, sbo=1024, smem_size=4096)
     with pytest.raises(InputError, match="multiple of 16"):
         make_descriptor(8, rows=64, k=16, elem_bytes=2)
+
+
+def test_sparse_fuzzer_shrinks_to_the_nibble_that_matters(tmp_path):
+    """A fake device that reads nibble 0b1001 as 0b0110: the fuzzer finds it and the
+    shrinker's reproducer names exactly that nibble (and the elements it moves)."""
+    from gpu.fuzz import fuzz_sparse
+    from refmodel.numerics.sparse import wgmma_sp
+    from refmodel.verify.shrink_sparse import load_sparse_case
+
+    def fake(job, x):
+        meta = np.where(x["meta"] == 0b1001, 0b0110, x["meta"]).astype(np.uint8)
+        return wgmma_sp(job["instr"], x["a"], meta, x["b"], x["c"], sp_sel=job["sp_sel"], scale_d=bool(job["scale_d"]),
+                        imm_scale_a=job["imm_scale_a"], imm_scale_b=job["imm_scale_b"])
+
+    rep = fuzz_sparse("sparse:m64n16k32.f32.f16", cases=16, out=tmp_path, hw=fake)
+    assert rep.mismatches > 0 and rep.repro
+    case, hw = load_sparse_case(rep.repro)
+    m, n = rep.first["output"]
+    assert rep.first["nibbles"] and set(rep.first["nibbles"].values()) == {"0b1001"}
+    assert all(v == 0b0100 for ch, v in enumerate(case.meta[m]) if str(ch) not in rep.first["nibbles"]
+               and ch not in rep.first["nibbles"])
+    assert not np.array_equal(refmodel.dtypes.bits_of(hw)[m, n], refmodel.dtypes.bits_of(case.model())[m, n])
+    clean = fuzz_sparse("sparse:m64n8k16.f32.tf32", cases=16, out=tmp_path / "ok",
+                        hw=lambda job, x: wgmma_sp(job["instr"], x["a"], x["meta"], x["b"], x["c"],
+                                                   sp_sel=job["sp_sel"], scale_d=bool(job["scale_d"]),
+                                                   imm_scale_a=job["imm_scale_a"], imm_scale_b=job["imm_scale_b"]))
+    assert clean.mismatches == 0 and clean.tiles == 16

@@ -314,8 +314,19 @@ def cmd_fuzz(args) -> int:
     from gpu.runtime import require_device
 
     require_device()  # one line saying what is missing, exit 2
-    from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout
+    from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
+    if args.target.strip().startswith("sparse"):
+        rep = fuzz_sparse(args.target.strip(), cases=args.cases, seed=args.seed, seconds=_seconds(args.time),
+                          out=args.out)
+        if args.json:
+            print(json.dumps(rep.to_dict()))
+        else:
+            print(f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared, {rep.mismatches} mismatches, "
+                  f"{rep.rate:.3g} outputs/s")
+            if rep.repro:
+                print(f"first mismatch: {rep.first['minimal']}  (wgref replay {rep.repro})")
+        return 1 if rep.mismatches else 0
     if args.target.strip().startswith("layout"):
         rep = fuzz_layout(args.target.strip(), cases=args.cases, seed=args.seed, seconds=_seconds(args.time),
                           out=args.out)
@@ -353,11 +364,39 @@ def cmd_fuzz(args) -> int:
     return 1 if rep.mismatches else 0
 
 
+def _is_sparse_replay(path: str) -> bool:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return "config" in z.files and bool(json.loads(str(z["config"])).get("sparse"))
+    except Exception:
+        return False
+
+
+def _replay_sparse(args) -> int:
+    from refmodel.verify.differ import diff
+    from refmodel.verify.shrink_sparse import load_sparse_case
+
+    case, hw = load_sparse_case(args.file)
+    model = case.model()
+    if hw is None:
+        raise UsageError(f"{args.file} holds no hardware output")
+    rep = diff(model, hw, name="refmodel vs recorded hardware")
+    summary = case.notes.get("summary") if isinstance(case.notes, dict) else None
+    if args.json:
+        print(json.dumps({"case": case.config(), "notes": case.notes, "reports": [rep.to_dict()]}))
+    else:
+        print(f"{case.instr} sp_sel={case.sp_sel} scale_d={case.scale_d} imm=({case.imm_scale_a},{case.imm_scale_b})")
+        print(rep.to_text())
+    return 0 if rep.ok else 1
+
+
 @command("replay")
 def cmd_replay(args) -> int:
     from refmodel.verify.case import load_case
     from refmodel.verify.differ import diff
 
+    if _is_sparse_replay(args.file):
+        return _replay_sparse(args)
     case, hw = load_case(args.file)
     model = case.model()
     reports = []
@@ -605,7 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
     z.add_argument("target", help="a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256), "
-                   "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors")
+                   "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors; "
+                   "or 'sparse[:fragment]' for sparse wgmma")
     z.add_argument("--cases", type=int, default=10000, help="tiles to run (cvt: thousands of conversions)")
     z.add_argument("--seed", type=int, default=0)
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
