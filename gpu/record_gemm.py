@@ -62,7 +62,7 @@ def run(out: Path | None, log=print) -> int:
     from .runtime import device_info
 
     bad_total = compared = 0
-    for i, (M, N, K, fam, promote, o) in enumerate(CHECKS + STORE):
+    for i, (M, N, K, fam, promote, o) in enumerate(STORE + CHECKS):
         cfg = GemmConfig(promote=promote, out=o)
         a, b, sa, sb = inputs(M, N, K, fam, i)
         t0 = time.time()
