@@ -242,4 +242,19 @@ def reference(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConf
     return kernel_reference(a, b_nk, scale_a, scale_b, promote=cfg.promote, out=cfg.out)
 
 
-__all__ = ["GemmConfig", "kernel_source", "gemm_fp8", "reference", "INSTR"]
+def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = None):
+    """The event trace this kernel performs for one CTA tile (refmodel.machine.pipeline format):
+    ``cfg.stages`` ring slots of A 128x128 + B 128x128 e4m3 with the 128B swizzle, full/empty
+    mbarriers, two consumer warpgroups issuing one k-block of wgmmas per slot then
+    ``wait_group 0`` and releasing the slot, promotion after every k-block (``cfg.promote``), the
+    stmatrix + fence.proxy.async + TMA-store epilogue.  ``broken`` picks a deliberately broken
+    variant (see refmodel.machine.pipeline.BROKEN) for the checker to flag."""
+    from refmodel.machine.pipeline import gemm_mainloop_trace
+
+    if K % BK:
+        raise InputError(f"K must be a multiple of {BK}, got {K}")
+    return gemm_mainloop_trace(cfg.stages, K // BK, 0 if broken != "lax_wait" else 1, 2,
+                               1 if cfg.promote else None, instr=INSTR, out_bytes=2, broken=broken)
+
+
+__all__ = ["GemmConfig", "kernel_source", "gemm_fp8", "reference", "trace", "INSTR"]
