@@ -29,6 +29,7 @@ from .layouts import TMAP_DTYPE, _SBASE, _set_smem, encode_tensor_map
 from .runtime import compile_module, require_device
 
 BM, BN, BK = 128, 128, 128
+GROUP_M = 8                 # row blocks per rasterisation group (L2 reuse of B)
 INSTR = "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
 THREADS = 384
 SLOT_A = BM * BK            # 16 KiB
@@ -84,7 +85,12 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   const u32 out_tile = base + STAGES * {SLOT_A + SLOT_B};
   const u32 bars = out_tile + (OUT_BF16 ? {OUT_TILE} : 0);   // full[STAGES], empty[STAGES]
   const int t = threadIdx.x, wgi = t / 128, lt = t % 128;
-  const int m0 = blockIdx.y * {BM}, n0 = blockIdx.x * {BN};
+  // grouped rasterisation: GROUP_M row blocks share each column block while it is in L2
+  const int num_m = (M + {BM} - 1) / {BM}, num_n = (N + {BN} - 1) / {BN};
+  const int pid = blockIdx.x, group = {GROUP_M} * num_n, first_m = (pid / group) * {GROUP_M};
+  const int gsz = min(num_m - first_m, {GROUP_M});
+  const int pid_m = first_m + (pid % group) % gsz, pid_n = (pid % group) / gsz;
+  const int m0 = pid_m * {BM}, n0 = pid_n * {BN};
   const int KB = K / {BK};
   if (t == 0) {{
     for (int s = 0; s < STAGES; ++s) {{
@@ -136,7 +142,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(bars + 8 * (STAGES + s)) : "memory");
 #if PROMOTE
     {{
-      const float sbv = sb[kb * ((N + {BN} - 1) / {BN}) + blockIdx.x];
+      const float sbv = sb[kb * num_n + pid_n];
       const float s0 = __fmul_rn(r0 < M ? sa[(long)r0 * KB + kb] : 0.f, sbv);
       const float s1 = __fmul_rn(r1 < M ? sa[(long)r1 * KB + kb] : 0.f, sbv);
 #pragma unroll
@@ -219,7 +225,7 @@ def gemm_fp8(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
     td = _tmap(int(D.data.ptr), M, N, 2, BM, 64) if cfg.out == "bf16" else ta
     k = compile_module(kernel_source(cfg)).get_function("gemm_fp8")
     _set_smem(k, cfg.smem_bytes)
-    grid = (NB, -(-M // BM))
+    grid = (NB * -(-M // BM),)
     args = (ta, tb, td, D if cfg.out == "f32" else cp.zeros(1, cp.float32), sa, sb, np.int32(M), np.int32(N), np.int32(K))
     k(grid, (THREADS,), args, shared_mem=cfg.smem_bytes)
     cp.cuda.runtime.deviceSynchronize()
