@@ -42,12 +42,15 @@ class GemmConfig:
     stages: int = 5
     promote: bool = True
     out: str = "bf16"       # "bf16" or "f32"
+    broken: str | None = None   # a deliberately broken variant: lax_wait, no_proxy_fence, early_reuse
 
     def __post_init__(self):
         if self.out not in ("bf16", "f32"):
             raise InputError(f"out must be 'bf16' or 'f32', got {self.out!r}")
         if not 2 <= self.stages <= 6:
             raise InputError(f"stages must be in 2..6, got {self.stages}")
+        if self.broken not in (None, "lax_wait", "no_proxy_fence", "early_reuse"):
+            raise InputError(f"broken must be None, lax_wait, no_proxy_fence or early_reuse, got {self.broken!r}")
 
     @property
     def smem_bytes(self) -> int:
@@ -64,6 +67,9 @@ struct __align__(64) TmapT {{ u64 v[16]; }};
 #define STAGES {cfg.stages}
 #define PROMOTE {int(cfg.promote)}
 #define OUT_BF16 {int(cfg.out == "bf16")}
+#define LAX_WAIT {int(cfg.broken == "lax_wait")}          // broken: wait_group 1 where 0 is needed
+#define NO_PROXY_FENCE {int(cfg.broken == "no_proxy_fence")}  // broken: stmatrix -> TMA store unfenced
+#define EARLY_REUSE {int(cfg.broken == "early_reuse")}    // broken: refill a slot without waiting on empty
 
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {{
   asm volatile("{{\\n.reg .pred P;\\nW:\\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\\n@!P bra W;\\n}}\\n"
@@ -104,7 +110,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     if (t == 0) {{
       for (int kb = 0; kb < KB; ++kb) {{
         const int s = kb % STAGES;
-        if (kb >= STAGES) mbar_wait(bars + 8 * (STAGES + s), ((kb / STAGES) - 1) & 1);
+        if (kb >= STAGES && !EARLY_REUSE) mbar_wait(bars + 8 * (STAGES + s), ((kb / STAGES) - 1) & 1);
         const u32 full = bars + 8 * s, sl = slots + s * {SLOT_A + SLOT_B};
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n" :: "r"(full), "r"({SLOT_A + SLOT_B}) : "memory");
         asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {{%2, %3}}], [%4];\\n"
@@ -136,7 +142,11 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
       {wg}
     }}
     asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+#if LAX_WAIT
+    asm volatile("wgmma.wait_group.sync.aligned 1;\\n" ::: "memory");
+#else
     asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+#endif
 #pragma unroll
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
     if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(bars + 8 * (STAGES + s)) : "memory");
@@ -168,7 +178,9 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {{%1, %2, %3, %4}};\\n"
                  :: "r"(a), "r"(p[4 * sl8]), "r"(p[4 * sl8 + 1]), "r"(p[4 * sl8 + 2]), "r"(p[4 * sl8 + 3]) : "memory");
   }}
+#if !NO_PROXY_FENCE
   asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+#endif
   asm volatile("bar.sync 1, 256;\\n" ::: "memory");
   if (t == 128) {{
     for (int j = 0; j < 2; ++j)

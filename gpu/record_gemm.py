@@ -92,11 +92,65 @@ def run(out: Path | None, log=print) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, help="fixtures root (omit: check only)")
+    p.add_argument("--races", default=None, help="run the broken variants instead; write a JSON report here")
+    p.add_argument("--race-one", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     from refmodel.numerics.gemm import gemm  # noqa: F401  the model must exist (fail loudly)
 
+    if a.race_one:
+        import json
+
+        print(json.dumps(race_one(None if a.race_one == "none" else a.race_one)))
+        return 0
+    if a.races:
+        import json
+
+        Path(a.races).write_text(json.dumps(races(), indent=1))
+        return 0
     return run(Path(a.out) if a.out else None)
 
+
+
+def race_one(broken: str | None) -> dict:
+    """One variant through gpu.userkernel.fuzz_user_kernel (adversarial families, bit-for-bit diff
+    with refmodel.gemm, shrinking of the first mismatch)."""
+    import cupy as cp
+    import ml_dtypes
+
+    from .gemm_fp8 import INSTR, GemmConfig, gemm_fp8
+    from .userkernel import Schedule, fuzz_user_kernel
+
+    cfg = GemmConfig(promote=True, out="bf16", broken=broken)
+
+    def run(a, b_nk, sa, sb):
+        d, _ = gemm_fp8(np.ascontiguousarray(a), np.ascontiguousarray(b_nk), sa, sb, cfg=cfg)
+        return cp.asnumpy(d).view(ml_dtypes.bfloat16)
+
+    rep = fuzz_user_kernel(run, Schedule(INSTR, promote_every=4, out_dtype="bf16"), m=256, n=256, k=2048,
+                           cases=8, seed=7)
+    return {"cases": rep.cases, "outputs": rep.outputs, "mismatches": rep.mismatches, "minimal": rep.minimal}
+
+
+def races(log=print) -> dict:
+    """The good kernel and each deliberately broken variant, each in its own process (a variant
+    may fault the device): outcome 'ok', 'wrong bits' (with the shrunk reproducer) or 'fault'."""
+    import json
+    import subprocess
+
+    out = {}
+    for broken in ("none", "lax_wait", "no_proxy_fence", "early_reuse"):
+        r = subprocess.run([sys.executable, "-m", "gpu.record_gemm", "--race-one", broken],
+                           capture_output=True, text=True, timeout=300)
+        lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
+        if r.returncode == 0 and lines:
+            res = json.loads(lines[-1])
+            res["outcome"] = "wrong bits" if res["mismatches"] else "ok"
+        else:
+            tail = (r.stderr.strip().splitlines() or ["?"])[-1]
+            res = {"outcome": "fault", "error": tail[-200:]}
+        out[broken] = res
+        log(f"{broken:<15} {json.dumps(res)[:400]}")
+    return out
 
 if __name__ == "__main__":
     sys.exit(main())
