@@ -292,6 +292,10 @@ def test_pack_meta_errors():
         pack_meta(np.full((64, 8), 20, np.uint8), "f16")
     with pytest.raises(InputError, match="128 integers"):
         unpack_meta(np.zeros(64, np.uint32), "f16")
+    with pytest.raises(InputError, match="fill must be an int or 128 integer registers"):
+        pack_meta(np.zeros((64, 8), np.uint8), "f16", fill=np.zeros(3, np.uint32))
+    with pytest.raises(InputError, match="32-bit register value"):
+        pack_meta(np.zeros((64, 8), np.uint8), "f16", fill=-1)
 
 
 # ----------------------------------------------------------------------------- forms table
