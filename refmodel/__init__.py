@@ -33,6 +33,10 @@ from .machine.stmatrix import stmatrix, ldmatrix
 from .machine.wgmma import wgmma_smem, wgmma_registers
 from .machine.epilogue import epilogue_stmatrix
 from .machine.tma import tma_load
+from .wgmma_sp_forms import WGMMA_SP_FORMS, parse_wgmma_sp
+from .numerics.sparse import compress, decompress, prune_2_4, kept_positions, wgmma_sp, wgmma_sp_reference
+from .layouts.sparse_meta import meta_holders, pack_meta, unpack_meta
+from .machine.sparse import wgmma_sp_registers
 from .interop import accepts_frameworks as _accepts_frameworks
 from .validate import check_real_scalar as _check_real_scalar
 
@@ -64,6 +68,15 @@ wgmma_smem = _accepts_frameworks(wgmma_smem)
 wgmma_registers = _accepts_frameworks(wgmma_registers)
 epilogue_stmatrix = _accepts_frameworks(epilogue_stmatrix)
 tma_load = _accepts_frameworks(tma_load)
+compress = _accepts_frameworks(compress)
+decompress = _accepts_frameworks(decompress)
+prune_2_4 = _accepts_frameworks(prune_2_4)
+kept_positions = _accepts_frameworks(kept_positions)
+wgmma_sp = _accepts_frameworks(wgmma_sp)
+wgmma_sp_reference = _accepts_frameworks(wgmma_sp_reference)
+pack_meta = _accepts_frameworks(pack_meta)
+unpack_meta = _accepts_frameworks(unpack_meta)
+wgmma_sp_registers = _accepts_frameworks(wgmma_sp_registers)
 
 __version__ = "0.1.0"
 
@@ -83,4 +96,7 @@ __all__ = [
     "MATRIX_FORMS", "parse_matrix_instr",
     # machine
     "stmatrix", "ldmatrix", "wgmma_smem", "wgmma_registers", "epilogue_stmatrix", "tma_load",
+    # sparse wgmma
+    "WGMMA_SP_FORMS", "parse_wgmma_sp", "compress", "decompress", "prune_2_4", "kept_positions", "wgmma_sp",
+    "wgmma_sp_reference", "pack_meta", "unpack_meta", "meta_holders", "wgmma_sp_registers",
 ]

@@ -208,13 +208,39 @@ ENTRY_POINTS = {
 }
 
 
+SP_F16 = "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16"
+SP_TF32 = "wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32"
+SP_META = np.full((64, 8), 0b0100, np.uint8)
+sp_instr = maybe(st.sampled_from([SP_F16, SP_TF32, "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.s8.s8"]), strings)
+sp_dtype = maybe(st.sampled_from(["f16", "tf32", "e4m3", "s8"]), strings)
+ENTRY_POINTS.update({
+    "parse_wgmma_sp": _call(sp_instr),
+    "compress": _call(maybe(_valid((64, 32), np.float16)), sp_instr),
+    "decompress": _call(maybe(_valid((64, 16), np.float16)), maybe(SP_META), sp_instr),
+    "prune_2_4": _call(maybe(_valid((64, 32), np.float16)), sp_instr),
+    "kept_positions": _call(maybe(st.sampled_from([SP_META, np.arange(1024).reshape(64, 16) % 16])), sp_instr),
+    "wgmma_sp": _call(sp_instr, maybe(_valid((64, 16), np.float16)), maybe(SP_META), maybe(_valid((32, 8), np.float16)),
+                      maybe(np.zeros((64, 8), np.float32)), sp_sel=maybe(st.sampled_from([0, 1, 2])),
+                      scale_d=maybe(True), imm_scale_a=maybe(-1)),
+    "wgmma_sp_reference": _call(sp_instr, maybe(_valid((64, 16), np.float16)), maybe(SP_META),
+                                maybe(_valid((32, 8), np.float16)), maybe(None), scale_d=maybe(False)),
+    "meta_holders": _call(sp_dtype, maybe(st.sampled_from([0, 1]))),
+    "pack_meta": _call(maybe(SP_META), sp_dtype, maybe(st.sampled_from([0, 1])),
+                       fill=maybe(st.sampled_from([0, np.zeros(128, np.uint32)]))),
+    "unpack_meta": _call(maybe(np.zeros(128, np.uint32)), sp_dtype, maybe(st.sampled_from([0, 1]))),
+    "wgmma_sp_registers": _call(sp_instr, maybe(np.zeros(8192, np.uint8)),
+                                maybe(st.sampled_from([DESC, np.zeros((128, 4), np.uint32)])), maybe(DESC_B),
+                                maybe(np.zeros(128, np.uint32)), maybe(None), sp_sel=maybe(0)),
+})
+
+
 def test_every_array_entry_point_is_covered():
     """A new public function that takes arguments must get a strategy here."""
     skip = {"WgrefError", "FormError", "InputError", "DTypeError", "DeviceError", "FormatSpec",
             "FORMATS", "E4M3", "E5M2", "F16", "BF16", "F32", "POLICIES", "CVT_FORMS", "WGMMA_FORMS",
             "BINDING", "PROMOTE_OPS", "AccumParams", "IntAccumParams", "with_params",
             "fdpa",  # low-level formula over already-validated AccumParams (internal use)
-            "SwizzleMode", "SWIZZLE_MODES", "MATRIX_FORMS"}  # data, not functions
+            "SwizzleMode", "SWIZZLE_MODES", "MATRIX_FORMS", "WGMMA_SP_FORMS"}  # data, not functions
     missing = [nm for nm in refmodel.__all__ if nm not in skip and nm not in ENTRY_POINTS]
     assert not missing, f"no adversarial strategy for {missing}"
 
@@ -222,7 +248,8 @@ def test_every_array_entry_point_is_covered():
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_entry_point_gives_success_or_one_wgref_error(name, adversarial_counter):
     fn = getattr(refmodel, name)
-    examples = 25 if name in ("wgmma", "wgmma_reference", "gemm", "scaled_mm", "error_vs_k") else 60
+    examples = 25 if name in ("wgmma", "wgmma_reference", "gemm", "scaled_mm", "error_vs_k", "wgmma_sp",
+                              "wgmma_sp_reference", "wgmma_sp_registers") else 60
 
     @settings(max_examples=n(examples))
     @given(call=ENTRY_POINTS[name])

@@ -87,6 +87,8 @@ SWEEP += [("desc", {"value": MatrixDescriptor(0x400, 16, 1024, 0, 1).encode(), "
           ("desc", {"value": MatrixDescriptor(0x400, 2048, 1024, 0, 1).encode(), "rows": 128, "k": 16, "major": "MN"}),
           ("desc", {"value": MatrixDescriptor(0x420, 16, 1024, 0, 1).encode(), "rows": 64, "k": 16}),
           ("desc", {"value": MatrixDescriptor(0x400, 128, 0, 0, 0).encode(), "rows": 64, "k": 16})]
+SWEEP += [("sparse-meta", {"dtype": dt, "sel": s}) for dt in ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+          for s in ((0, 1) if dt in ("f16", "bf16", "tf32") else (0,))]
 
 
 @pytest.mark.parametrize("kind,opts", SWEEP, ids=[f"{k}-{'-'.join(map(str, o.values()))}" for k, o in SWEEP])
@@ -103,7 +105,7 @@ def test_every_diagram_renders_in_all_formats(kind, opts):
     root = ET.fromstring(svg)
     assert root.find(f"{NS}title").text == d.title
     texts = " ".join(t.text or "" for t in root.iter(f"{NS}text"))
-    assert "legend" in texts and "mirrors:" in texts and "verified on the H200: fixtures/layouts" in texts
+    assert "legend" in texts and "mirrors:" in texts and "verified on the H200: fixtures/" in texts
     html = render(kind, "html", **opts)
     assert html.startswith("<!doctype html>") and "<svg" in html and "Legend" in html and d.title in html
     text = render(kind, "ascii", **opts)
@@ -111,7 +113,7 @@ def test_every_diagram_renders_in_all_formats(kind, opts):
 
 
 def test_kinds_are_the_documented_ones():
-    assert set(KINDS) == {"acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "desc"}
+    assert set(KINDS) == {"acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "desc", "sparse-meta"}
 
 
 # ----------------------------------------------------------------------------- contents
@@ -402,3 +404,65 @@ def test_gallery_renders_in_a_browser(tmp_path):
         dom = subprocess.run([_browser(), *BROWSER_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
                               index.as_uri()], capture_output=True, text=True, timeout=180).stdout
     assert dom.count("<svg") >= 5 and 'class="panel"' in dom and "wgref layout gallery" in dom
+
+
+# ----------------------------------------------------------------------------- sparse metadata
+
+@pytest.mark.parametrize("dtype,sel", [("f16", 0), ("f16", 1), ("bf16", 1), ("tf32", 0), ("tf32", 1), ("e4m3", 0),
+                                       ("u8", 0)])
+def test_sparse_meta_cells_match_meta_holders(dtype, sel):
+    """Panel 1 names lane:bit of every (row, chunk) of warp 0; panel 2 the (row, chunk) of every
+    (lane, nibble) or '-' where the hardware ignores it -- both from refmodel.layouts.sparse_meta."""
+    from refmodel.layouts.sparse_meta import meta_holders
+
+    thread, pos = meta_holders(dtype, sel)
+    cols = thread.shape[1]
+    rows_p, regs_p = svg_panels(render("sparse-meta", "svg", dtype=dtype, sel=sel))
+    assert (rows_p["rows"], rows_p["cols"]) == (16, cols) and (regs_p["rows"], regs_p["cols"]) == (32, 8)
+    read = {}
+    for m in range(64):
+        for c in range(cols):
+            t, p = int(thread[m, c]), int(pos[m, c])
+            if m < 16:
+                assert t < 32 and rows_p["labels"][(m, c)] == f"L{t}:b{4 * p}"
+                read[(t, p)] = (m, c)
+            else:   # the other warps repeat warp 0's pattern, 32 threads on
+                assert (t - 32 * (m // 16), p) == (int(thread[m % 16, c]), int(pos[m % 16, c]))
+    for lane in range(32):
+        for p in range(8):
+            want = f"r{read[(lane, p)][0]}c{read[(lane, p)][1]}" if (lane, p) in read else "-"
+            assert regs_p["labels"][(lane, p)] == want
+    ignored = sum(v == "-" for v in regs_p["labels"].values())
+    assert ignored == (0 if dtype in ("e4m3", "u8") else 128)
+    d = diagram("sparse-meta", dtype=dtype, sel=sel)
+    grey = [(r, c) for r, row in enumerate(d.panels[1].fills) for c, f in enumerate(row) if f == "#d8d8d8"]
+    assert len(grey) == ignored
+
+
+def test_sparse_meta_quads_by_selector():
+    """sp-sel 0 reads lanes 0, 1 of each quad, sp-sel 1 lanes 2, 3 (ascii, the lane column of panel 2)."""
+    for sel in (0, 1):
+        text = render("sparse-meta", "ascii", dtype="f16", sel=sel)
+        lanes = re.findall(r"^\s*lane (\d+):\s+(\S+)", text, re.M)
+        assert len(lanes) == 32
+        for lane, first in lanes:
+            assert (first != "-") == (int(lane) % 4 in (2 * sel, 2 * sel + 1))
+    assert "row 9, chunk 5 -> lane 5, bits 20-23" in render("sparse-meta", "ascii", dtype="f16", sel=0)
+
+
+def test_sparse_meta_rejects_bad_selector_and_type():
+    with pytest.raises(InputError, match="sp_sel must be 0 for e4m3"):
+        diagram("sparse-meta", dtype="e4m3", sel=1)
+    with pytest.raises(InputError, match="sparse A dtype"):
+        diagram("sparse-meta", dtype="f32")
+
+
+def test_cli_layout_sparse_meta(tmp_path):
+    out = tmp_path / "m.svg"
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "layout", "sparse-meta", "--dtype", "tf32", "--sel", "1",
+                        "--format", "svg", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert svg_panels(out.read_text())[1]["labels"][(2, 0)] == "r0c0"
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "layout", "sparse-meta", "--dtype", "s8", "--sel", "1"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "sp_sel must be 0" in r.stderr

@@ -21,6 +21,7 @@ from refmodel.numerics.cvt import CVT_FORMS  # noqa: E402
 from refmodel.verify.fixtures import iter_entries  # noqa: E402
 from refmodel.numerics.formats import E4M3, E5M2, decode_scalar  # noqa: E402
 from pipeline_doc import pipeline_page  # noqa: E402
+from sparse_doc import sparse_page  # noqa: E402
 
 
 def bit_layout(spec) -> str:
@@ -583,7 +584,8 @@ this proof in CI.
 WRITE_IMAGES = True
 
 PAGES = {"docs/fp8.md": fp8_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
-         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/pipeline.md": pipeline_page}
+         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/pipeline.md": pipeline_page,
+         "docs/sparse.md": sparse_page}
 
 
 def main(argv=None) -> int:

@@ -44,6 +44,9 @@ ENTRIES: list[tuple[str, str, dict, str]] = [
     ("desc_example", "desc", {"value": MatrixDescriptor(0x400, 16, 1024, 0, 1).encode(), "dtype": "f16",
                               "rows": 64, "k": 16, "major": "K"},
      "wgref desc: a K-major 128B descriptor and the bytes it reads"),
+    *[(f"sparse-meta_{dt}_sel{sel}", "sparse-meta", {"dtype": dt, "sel": sel},
+       f"sparse wgmma sp-meta, {dt}, sp-sel {sel}: which lane and nibble hold each row's metadata")
+      for dt, sel in (("f16", 0), ("f16", 1), ("tf32", 0), ("e4m3", 0))],
 ]
 
 
@@ -94,7 +97,8 @@ def _command(kind: str, opts: dict) -> str:
     if kind == "desc":
         return (f"wgref desc {opts['value']:#018x} --dtype {opts['dtype']} --rows {opts['rows']} "
                 f"--k {opts['k']} --major {opts['major']}")
-    flags = {"n": "--n", "dtype": "--dtype", "num": "--num", "mode": "--swizzle", "major": "--major", "rows": "--rows"}
+    flags = {"n": "--n", "dtype": "--dtype", "num": "--num", "mode": "--swizzle", "major": "--major", "rows": "--rows",
+             "sel": "--sel"}
     parts = [f"wgref layout {kind}"]
     for key, val in opts.items():
         if key == "trans":

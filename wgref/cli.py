@@ -512,6 +512,8 @@ def cmd_layout(args) -> int:
         opts = {"num": args.num, "trans": args.trans}
     elif kind == "swizzle":
         opts = {"mode": args.swizzle, "dtype": dtype}
+    elif kind == "sparse-meta":
+        opts = {"dtype": dtype, "sel": args.sel}
     else:
         opts = {"major": args.major, "mode": args.swizzle, "dtype": dtype, "rows": args.rows, "k": args.k,
                 "lbo": args.lbo, "sbo": args.sbo}
@@ -669,8 +671,8 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--time", default=None, help="time budget of the wgmma campaign")
 
     lay = sub.add_parser("layout", help="draw a layout (ascii, svg or html): acc, a-frag, stmatrix, ldmatrix, "
-                         "swizzle, smem")
-    lay.add_argument("kind", choices=["acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem"])
+                         "swizzle, smem, sparse-meta")
+    lay.add_argument("kind", choices=["acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "sparse-meta"])
     lay.add_argument("--n", type=int, default=64, help="acc: N of m64nN (8..256, default 64)")
     lay.add_argument("--dtype", default=None, help="acc: f32/s32/f16; a-frag, swizzle, smem: f16 bf16 tf32 e4m3 ...")
     lay.add_argument("--swizzle", default="128B", help="swizzle, smem: none, 32B, 64B, 128B (default 128B)")
@@ -681,6 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--k", type=int, default=None, help="smem: K of the tile (default: one swizzle row / one wgmma)")
     lay.add_argument("--lbo", type=int, default=None, help="smem: LBO in bytes (default: dense canonical)")
     lay.add_argument("--sbo", type=int, default=None, help="smem: SBO in bytes (default: dense canonical)")
+    lay.add_argument("--sel", type=int, default=0, help="sparse-meta: sp-sel, 0 or 1 (8-bit types: 0)")
     lay.add_argument("--format", default="ascii", choices=["ascii", "svg", "html"])
     lay.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout")
 

@@ -83,11 +83,25 @@ def pack_meta(meta, dtype_a: str, sp_sel: int = 0, *, fill=0) -> np.ndarray:
     if mt.size and (mt.min() < 0 or mt.max() > 15):
         raise InputError("metadata nibbles must be in 0..15")
     thread, pos = meta_holders(dtype_a, sp_sel)
-    regs = (np.full(128, fill, np.uint32) if np.isscalar(fill) else as_array("fill", fill).astype(np.uint32).copy())
+    regs = _fill_registers(fill)
     shift = (4 * pos).astype(np.uint32)
     np.bitwise_and.at(regs, thread.ravel(), ~(np.uint32(0xF) << shift.ravel()))
     np.bitwise_or.at(regs, thread.ravel(), (mt.astype(np.uint32) << shift).ravel())
     return regs
+
+
+def _fill_registers(fill) -> np.ndarray:
+    """(128,) uint32 starting registers from ``fill``: an int in 0..2**32-1 or 128 such integers."""
+    if isinstance(fill, (int, np.integer)) and not isinstance(fill, (bool, np.bool_)):
+        if not 0 <= int(fill) < 1 << 32:
+            raise InputError(f"fill must be a 32-bit register value (0..2**32-1), got {int(fill)}")
+        return np.full(128, int(fill), np.uint32)
+    f = as_array("fill", fill)
+    if f.shape != (128,) or f.dtype.kind not in "iu":
+        raise InputError(f"fill must be an int or 128 integer registers (one per thread), got {_describe(fill)}")
+    if f.size and (int(f.min()) < 0 or int(f.max()) >= 1 << 32):
+        raise InputError("fill registers must be 32-bit values (0..2**32-1)")
+    return f.astype(np.uint32)
 
 
 def unpack_meta(regs, dtype_a: str, sp_sel: int = 0) -> np.ndarray:

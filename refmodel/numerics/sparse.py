@@ -249,10 +249,10 @@ def wgmma_sp_reference(instr: str, a_compressed, meta, b, c=None, *, scale_d=Tru
         clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
         bv = np.where((pos < 0)[..., None], 0, bb.astype(np.int64)[np.where(pos < 0, 0, pos)])   # (64, K/2, N)
         return int_dot(a.astype(np.int64)[:, None, :], np.swapaxes(bv, -1, -2), c.astype(np.int64), clamp)
-    av = operand_values(a, form.dtype_a, p) * imm_scale_a
-    bv = operand_values(bb, form.dtype_b, p) * imm_scale_b
-    g = np.where((pos < 0)[..., None], 0.0, bv[np.where(pos < 0, 0, pos)])                        # (64, K/2, N)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):   # NaN / Inf operands are expected here
+        av = operand_values(a, form.dtype_a, p) * imm_scale_a
+        bv = operand_values(bb, form.dtype_b, p) * imm_scale_b
+        g = np.where((pos < 0)[..., None], 0.0, bv[np.where(pos < 0, 0, pos)])                    # (64, K/2, N)
         return fdpa(av[:, None, :], np.swapaxes(g, -1, -2), c.astype(np.float64), p,
                     operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p))
 

@@ -5,7 +5,7 @@
     render("stmatrix", "ascii", num=4, trans=False)
     render("desc", "html", value=0x4000004000010040, dtype="f16", rows=64, k=16, major="K")
 
-Kinds: acc, a-frag, stmatrix, ldmatrix, swizzle, smem, desc.  Every picture is built from
+Kinds: acc, a-frag, stmatrix, ldmatrix, swizzle, smem, desc, sparse-meta.  Every picture is built from
 :mod:`refmodel.layouts` (the model the H200 fixtures check), has a title, a legend, and
 names the source it mirrors.
 """
@@ -28,6 +28,7 @@ BUILDERS: dict[str, Callable[..., Diagram]] = {
     "swizzle": diagrams.swizzle,
     "smem": diagrams.smem,
     "desc": diagrams.desc,
+    "sparse-meta": diagrams.sparse_meta,
 }
 KINDS = tuple(BUILDERS)
 

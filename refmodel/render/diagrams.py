@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..layouts.descriptor import MatrixDescriptor, describe, operand_addresses
 from ..layouts.fragment import THREADS, a_fragment_layout, accumulator_layout
 from ..layouts.smem import SmemLayout, _major, dense_strides
+from ..layouts.sparse_meta import meta_holders
 from ..layouts.stmatrix import address_givers, fragment_map
 from ..layouts.swizzle import ATOM_BYTES, atom_table, mode_from_desc_code, swizzle_mode
 from .core import BLANK, IGNORED, Diagram, Panel, index_colour, lane_colour, thread_colour
@@ -26,6 +27,10 @@ SRC_SWIZZLE = ('PTX ISA, wgmma "Shared Memory Matrix Layout" (swizzling modes); 
                "Swizzle<B,4,3>; seed lecture §7")
 SRC_SMEM = ('PTX ISA, wgmma "Shared Memory Matrix Layout" (canonical K-/MN-major layouts, LBO/SBO); '
             "CuTe cute/atom/mma_traits_sm90_gmma.hpp (make_gmma_desc, Layout_*_SW*_Atom)")
+SRC_SPARSE = ('PTX ISA, wgmma.mma_async.sp "Sparse Matrix Storage" / "Metadata" (sp-meta, sparsity selector); '
+              "CuTe cute/arch/mma_sm90_gmma_sparse.hpp; seed lecture §16-17; layout found on the H200 with tagged "
+              "probes (fixtures/sparse)")
+SPARSE_DTYPES = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
 SRC_DESC = ('PTX ISA, wgmma "Matrix Descriptor Format"; CuTe cute/arch/mma_sm90_desc.hpp (GmmaDescriptor) '
             "and make_gmma_desc; base-offset rule measured on the H200")
 
@@ -500,5 +505,65 @@ def desc(value: int | str, dtype: str = "f16", rows: int = 64, k: int | None = N
                            f"{m.name})", SRC_DESC, [tile, mem], legend, caption, text_before=report)
 
 
-__all__ = ["acc", "a_frag", "matrix", "swizzle", "smem", "desc", "parse_descriptor",
-           "ACC_DTYPES", "A_DTYPES", "OPERAND_DTYPES"]
+# ----------------------------------------------------------------------------- sparse metadata
+
+def sparse_meta(dtype: str = "f16", sel: int = 0) -> Diagram:
+    """Sparse wgmma metadata: which lane and nibble of the sp-meta register hold the nibble of
+    each row and chunk of warp 0's 16 rows, and which (lane, nibble) the hardware ignores."""
+    _check_dtype(dtype, SPARSE_DTYPES, "sparse A")
+    thread, pos = meta_holders(dtype, sel)          # validates sel for the type
+    cols = thread.shape[1]
+    eight = dtype in ("e4m3", "e5m2", "s8", "u8")
+    chunk = "pair" if dtype == "tf32" else "chunk"
+    width = 2 if dtype == "tf32" else 4
+    lab, fill = _grid(16, cols), _grid(16, cols)
+    held: dict[tuple[int, int], tuple[int, int]] = {}
+    for m in range(16):
+        for c in range(cols):
+            lane, p = int(thread[m, c]), int(pos[m, c])
+            lab[m][c], fill[m][c] = f"L{lane}:b{4 * p}", lane_colour(lane)
+            held[(lane, p)] = (m, c)
+    rows = Panel(f"1. row x {chunk}: L<lane>:b<bit> = the nibble sits in bits b..b+3 of lane's sp-meta",
+                 lab, fill, row_heads=[f"row {m}" for m in range(16)],
+                 col_heads=[f"{c}: k{width * c}-{width * c + width - 1}" for c in range(cols)],
+                 col_groups=4 if not eight else 8, row_groups=8)
+    rows.boxes += [(0, 0, 8, cols, "h = 0: rows 0-7", "thick"), (8, 0, 16, cols, "h = 1: rows 8-15", "thick")]
+    rows.boxes.append((0, 0, 1, cols, "", "focus"))
+    rl, rf = _grid(32, 8), _grid(32, 8)
+    for lane in range(32):
+        for p in range(8):
+            if (lane, p) in held:
+                m, c = held[(lane, p)]
+                rl[lane][p], rf[lane][p] = f"r{m}c{c}", lane_colour(lane)
+            else:
+                rl[lane][p], rf[lane][p] = "-", IGNORED
+    regs = Panel("2. lane x nibble of the sp-meta register: r<row>c<chunk> it carries; grey '-' = ignored",
+                 rl, rf, row_heads=[f"lane {lane}" for lane in range(32)],
+                 col_heads=[f"b{4 * p}-{4 * p + 3}" for p in range(8)], col_groups=4, row_groups=4)
+    used_lanes = sorted({ln for ln, _ in held})
+    if eight:
+        formula = ("8-bit (K = 64, 16 chunks of 4 per row): lane = 4g + h + 2*(c >> 3), nibble = c & 7; "
+                   "every lane of every quad is read, so sp-sel must be 0 (ptxas refuses 1).")
+    else:
+        formula = (f"{'tf32 (K = 16, 8 pairs per row)' if dtype == 'tf32' else '16-bit (K = 32, 8 chunks of 4 per row)'}"
+                   f": lane = 4g + (c >> 2) + 2*sp_sel, nibble = 4h + (c & 3); sp-sel {sel} reads lanes "
+                   f"{2 * sel} and {2 * sel + 1} of each quad and ignores the other two (sp-sel {1 - sel} would read "
+                   "them: one register can carry the metadata of two instructions).")
+    nib = ("nibble = idx0 | idx1 << 2: positions 0..3 of the chunk's two kept elements (compressed columns 2c, 2c+1)"
+           if dtype != "tf32" else "nibble 0b0100 keeps element 0 of the pair, 0b1110 element 1 (other values refused)")
+    caption = [f"Row m = 16w + 8h + g (g = m % 8, h = (m % 16) // 8), {chunk} c. {formula}",
+               f"Drawn: warp 0 (rows 0-15, threads 0-31). Warp w supplies rows 16w..16w+15 from threads 32w + lane "
+               f"with the same pattern. {len(held)} of the 256 nibbles of a warp's registers are read "
+               f"(lanes {', '.join(map(str, used_lanes[:8]))}{', ...' if len(used_lanes) > 8 else ''}); the rest are "
+               "ignored: the H200 recorder filled them with random garbage and the results did not change.",
+               f"{nib}. Example: row 9, {chunk} {min(5, cols - 1)} -> lane {int(thread[9, min(5, cols - 1)])}, "
+               f"bits {4 * int(pos[9, min(5, cols - 1)])}-{4 * int(pos[9, min(5, cols - 1)]) + 3}."]
+    legend = [(lane_colour(lane), f"lane {lane}") for lane in used_lanes[:8]]
+    legend += [("", "other lanes: the same hues, lighter (lane_colour)"), (IGNORED, "ignored (lane, nibble)"),
+               ("", "L<n>:b<k> = lane n, bits k..k+3; r<m>c<c> = row m, chunk c")]
+    return Diagram("sparse-meta", f"sparse wgmma sp-meta: {dtype}, sp-sel {sel} (rows 0-15, warp 0)", SRC_SPARSE,
+                   [rows, regs], legend, caption, verified="verified on the H200: fixtures/sparse (tagged probes)")
+
+
+__all__ = ["acc", "a_frag", "matrix", "swizzle", "smem", "desc", "parse_descriptor", "sparse_meta",
+           "ACC_DTYPES", "A_DTYPES", "OPERAND_DTYPES", "SPARSE_DTYPES"]
