@@ -373,12 +373,101 @@ def record(out: Path, *, workers: int = 16, log=print) -> int:
     return 1 if mismatches else 0
 
 
+CHAINS = [("wgmma.mma_async.sp.sync.aligned.m64n32k32.f32.f16.f16", False, 1, 4),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k32.f16.f16.f16", True, 0, 3),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k32.f32.bf16.bf16", False, 0, 4),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k16.f32.tf32.tf32", True, 1, 4),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k64.f32.e4m3.e5m2", False, 0, 4),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k64.f16.e5m2.e5m2", True, 0, 2),
+          ("wgmma.mma_async.sp.sync.aligned.m64n32k64.satfinite.s32.s8.u8", False, 0, 4)]
+
+
+def chain_cases(instr: str, rs: bool, sp_sel: int, chain: int, cases: int) -> dict[str, Any]:
+    """``cases`` chains of ``chain`` sparse wgmmas along K (each D the next C, one commit
+    group), math level (a (cases, 64, chain*K/2), meta, b (cases, chain*K, N), c) and machine
+    level (image: the compressed A steps at 0, 2048, ..., then the B^T steps)."""
+    from refmodel.layouts.fragment import pack_a_fragment
+    from refmodel.layouts.sparse_meta import pack_meta
+
+    f = parse_wgmma_sp(instr)
+    rng = _rng("chain", instr, rs, chain)
+    ea, eb = element_dtype(f.dtype_a).itemsize, element_dtype(f.dtype_b).itemsize
+    a_step, b_step = 64 * f.k_compressed * ea, f.n * f.k * eb
+    pool = LEGAL_TF32 if f.dtype_a == "tf32" else np.arange(16, dtype=np.uint32)
+    out = {k: [] for k in ("a", "meta", "b", "c", "images", "meta_regs", "a_regs", "c_regs")}
+    for i in range(cases):
+        fam = ["ints", "wide", "narrow", "bits"][i % 4]
+        steps_a = [_random_operand(rng, f.dtype_a, (64, f.k_compressed), fam) for _ in range(chain)]
+        steps_b = [_random_operand(rng, f.dtype_b, (f.k, f.n), fam) for _ in range(chain)]
+        steps_m = [rng.choice(pool, (64, f.meta_cols)).astype(np.uint8) for _ in range(chain)]
+        c = (rng.integers(-1000, 1000, (64, f.n)).astype(np.int32) if f.dtype_d == "s32"
+             else _random_operand(rng, f.dtype_d, (64, f.n), "narrow"))
+        img = np.zeros(IMAGE, np.uint8)
+        for st in range(chain):
+            ia = tile_image(np.ascontiguousarray(steps_a[st]), "K", "none")
+            ib = tile_image(np.ascontiguousarray(steps_b[st].T), "K", "none")
+            img[st * a_step:st * a_step + ia.size] = ia
+            img[chain * a_step + st * b_step:chain * a_step + st * b_step + ib.size] = ib
+        out["a"].append(np.concatenate(steps_a, axis=1))
+        out["meta"].append(np.concatenate(steps_m, axis=1))
+        out["b"].append(np.concatenate(steps_b, axis=0))
+        out["c"].append(c)
+        out["images"].append(img)
+        out["meta_regs"].append(np.stack([pack_meta(m, f.dtype_a, sp_sel) for m in steps_m]))
+        out["a_regs"].append(np.stack([pack_a_fragment(np.ascontiguousarray(x), f.dtype_a) for x in steps_a]))
+        out["c_regs"].append(pack_accumulator(c, f.dtype_d))
+    res = {k: np.stack(v) for k, v in out.items()}
+    da = MatrixDescriptor(0, 128, 128 * (f.k_compressed * ea // 16)).encode()
+    db = MatrixDescriptor(chain * a_step, 128, 128 * (f.k * eb // 16)).encode()
+    res.update(desc_a=np.full(cases, da, np.uint64), desc_b=np.full(cases, db, np.uint64), a_step=a_step, b_step=b_step)
+    return res
+
+
+def record_chains(out: Path | None, cases: int = 8, log=print) -> int:
+    """Sparse chains on the GPU vs refmodel.numerics.sparse.gemm_sp; stored as fixtures when ``out``."""
+    from refmodel.dtypes import bits_of
+    from refmodel.layouts.fragment import unpack_accumulator
+    from refmodel.numerics.sparse import gemm_sp
+
+    from .sparse import SpVariant, run_wgmma_sp
+
+    bad_total = 0
+    prov = None
+    for instr, rs, sel, chain in CHAINS:
+        f = parse_wgmma_sp(instr)
+        x = chain_cases(instr, rs, sel, chain, cases)
+        v = SpVariant(instr, rs, sel, chain=chain)
+        d, _ = run_wgmma_sp(v, x["images"], x["desc_a"], x["desc_b"], x["meta_regs"], x["c_regs"],
+                            np.ones(cases, np.int32), x["a_regs"] if rs else None, a_step=x["a_step"], b_step=x["b_step"])
+        hw = unpack_accumulator(d, f.n, f.dtype_d)
+        model = np.stack([gemm_sp(instr, x["a"][i], x["meta"][i], x["b"][i], x["c"][i], sp_sel=sel) for i in range(cases)])
+        bad = int(np.count_nonzero(bits_of(hw) != bits_of(model.astype(hw.dtype))))
+        bad_total += bad
+        log(f"chain {chain} x {instr.split('aligned.')[1]} rs={int(rs)} sel={sel}: {hw.size} outputs, {bad} mismatches")
+        if out is not None and not bad:
+            from refmodel.verify.fixtures import host_provenance, write_fixture
+
+            from .runtime import device_info
+
+            prov = prov or {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record_sparse"}
+            write_fixture("sparse", f"chain_{instr.split('aligned.')[1].replace('.', '_')}",
+                          {"a": bits_of(x["a"]), "meta": x["meta"], "b": bits_of(x["b"]), "c": bits_of(x["c"]),
+                           "d": bits_of(hw)}, kind="sparse_chain", cases=int(hw.size),
+                          meta={"instr": instr, "rs": rs, "sp_sel": sel, "chain": chain}, provenance=prov, root=out)
+    return 1 if bad_total else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="fixtures")
     p.add_argument("--explore", action="store_true")
     p.add_argument("--cases", type=int, default=32)
+    p.add_argument("--chains", action="store_true", help="only the chain check (and its fixtures)")
     a = p.parse_args(argv)
+    if a.chains:
+        from refmodel.numerics.sparse import gemm_sp  # noqa: F401  the model must exist
+
+        return record_chains(Path(a.out))
     t0 = time.time()
     if a.explore:
         explore(Path(a.out), a.cases)

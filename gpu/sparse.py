@@ -27,6 +27,7 @@ class SpVariant:
     trans_b: int = 0
     imm_scale_a: int = 1
     imm_scale_b: int = 1
+    chain: int = 1          # wgmmas accumulating along K in one commit group
 
     @property
     def form(self) -> WgmmaSpForm:
@@ -68,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
 wgmma_sp_kernel(const u8* __restrict__ img, int size, const u64* __restrict__ desc_a,
                 const u64* __restrict__ desc_b, const u32* __restrict__ afrag, const u32* __restrict__ meta,
                 const u32* __restrict__ cin, u32* __restrict__ dout, const int* __restrict__ scale_d,
-                u32* __restrict__ bases)
+                u32* __restrict__ bases, int a_step, int b_step)
 {{
   extern __shared__ __align__(1024) u8 sm[];
   const int t = threadIdx.x; const long c = blockIdx.x;
@@ -78,21 +79,25 @@ wgmma_sp_kernel(const u8* __restrict__ img, int size, const u64* __restrict__ de
   __syncthreads();
   const u32 sb = smem_base_of(sm);
   if (t == 0) bases[c] = sb;
-  const u64 da = desc_a[c] + (u64)(sb >> 4);
-  const u64 db = desc_b[c] + (u64)(sb >> 4);
-  const u32* ap = afrag + (c * 128 + t) * 4;
-  u32 a0 = ap[0], a1 = ap[1], a2 = ap[2], a3 = ap[3];
-  u32 mt = meta[c * 128 + t];
+  const u64 da0 = desc_a[c] + (u64)(sb >> 4);
+  const u64 db0 = desc_b[c] + (u64)(sb >> 4);
   {acc_t} d[NREGS];
   const long cb = (c * 128 + t) * NREGS;
 #pragma unroll
   for (int i = 0; i < NREGS; ++i) d[i] = {load};
-  const int sd = scale_d[c];
+  int sd = scale_d[c];
 #pragma unroll
   for (int i = 0; i < NREGS; ++i) asm volatile("" : "{con}"(d[i]) :: "memory");
-  asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3), "+r"(mt) :: "memory");
   asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
-  {asm}
+#pragma unroll
+  for (int s = 0; s < {v.chain}; ++s) {{
+    const u64 da = da0 + (u64)((s * a_step) >> 4), db = db0 + (u64)((s * b_step) >> 4);
+    const u32* ap = afrag + ((c * {v.chain} + s) * 128 + t) * 4;
+    u32 a0 = ap[0], a1 = ap[1], a2 = ap[2], a3 = ap[3];
+    u32 mt = meta[(c * {v.chain} + s) * 128 + t];
+    {asm}
+    sd = 1;
+  }}
   asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
 #pragma unroll
@@ -104,7 +109,8 @@ wgmma_sp_kernel(const u8* __restrict__ img, int size, const u64* __restrict__ de
 
 
 def run_wgmma_sp(v: SpVariant, images: np.ndarray, desc_a: np.ndarray, desc_b: np.ndarray, meta: np.ndarray,
-                 c_regs: np.ndarray, scale_d: np.ndarray, a_regs: np.ndarray | None = None):
+                 c_regs: np.ndarray, scale_d: np.ndarray, a_regs: np.ndarray | None = None, *,
+                 a_step: int = 0, b_step: int = 0):
     """C cases of one variant: images uint8 (C, size), desc_a/desc_b uint64 (C,) (starts relative
     to the image), meta uint32 (C, 128) sp-meta registers, c_regs uint32 (C, 128, regs), scale_d
     (C,), a_regs uint32 (C, 128, 4) for RS.  Returns (d_regs (C, 128, regs), bases (C,))."""
@@ -115,14 +121,16 @@ def run_wgmma_sp(v: SpVariant, images: np.ndarray, desc_a: np.ndarray, desc_b: n
         raise InputError(f"image size must be a multiple of 16, got {size}")
     k = compile_module(sp_kernel_source(v)).get_function("wgmma_sp_kernel")
     _set_smem(k, size)
-    af = np.zeros((c, 128, 4), np.uint32) if a_regs is None else np.ascontiguousarray(a_regs, dtype=np.uint32)
+    af = (np.zeros((c * v.chain, 128, 4), np.uint32) if a_regs is None
+          else np.ascontiguousarray(a_regs, dtype=np.uint32))   # (C[, chain], 128, 4)
     d_c = cp.asarray(np.ascontiguousarray(c_regs, dtype=np.uint32))
     d_out = cp.zeros_like(d_c)
     d_base = cp.zeros(c, dtype=cp.uint32)
     k((c,), (128,), (cp.asarray(images), np.int32(size), cp.asarray(np.ascontiguousarray(desc_a, np.uint64)),
                      cp.asarray(np.ascontiguousarray(desc_b, np.uint64)), cp.asarray(af),
                      cp.asarray(np.ascontiguousarray(meta, np.uint32)), d_c, d_out,
-                     cp.asarray(np.ascontiguousarray(scale_d, np.int32)), d_base), shared_mem=size)
+                     cp.asarray(np.ascontiguousarray(scale_d, np.int32)), d_base, np.int32(a_step),
+                     np.int32(b_step)), shared_mem=size)
     cp.cuda.runtime.deviceSynchronize()
     return cp.asnumpy(d_out), cp.asnumpy(d_base)
 

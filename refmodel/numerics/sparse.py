@@ -257,4 +257,56 @@ def wgmma_sp_reference(instr: str, a_compressed, meta, b, c=None, *, scale_d=Tru
                     operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p))
 
 
-__all__ = ["kept_positions", "compress", "decompress", "prune_2_4", "wgmma_sp", "wgmma_sp_reference"]
+def gemm_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, promote_every: Optional[int] = None,
+            imm_scale_a: int = 1, imm_scale_b: int = 1) -> np.ndarray:
+    """A chain of sparse wgmmas along K (the refmodel.gemm schedule for sparse A).
+
+    ``a_compressed`` (M, K/2), ``meta`` (M, K/4) nibbles (tf32: (M, K/2)), ``b`` (K, N): M a
+    multiple of 64, K of the instruction's K, N of its N.  Instruction t multiplies compressed
+    columns [t*Kc, (t+1)*Kc) with its metadata columns by B's rows [t*K, (t+1)*K); each D is the
+    next C (the first C is ``c`` or +0).  With ``promote_every=p`` every p instructions form a
+    stage started from +0 whose result is added into a float32 accumulator
+    ``acc = fma(1, partial, acc)`` (unit scales; DeepGEMM's promotion).
+    """
+    from .accumulate import promote
+
+    form = parse_wgmma_sp(instr)
+    ac = as_array("a_compressed", a_compressed)
+    mt = as_array("meta", meta)
+    bb = as_array("b", b)
+    if ac.ndim != 2 or mt.ndim != 2 or bb.ndim != 2:
+        raise InputError("gemm_sp takes 2-D a_compressed (M, K/2), meta (M, cols) and b (K, N)")
+    M, kc_all = ac.shape
+    K, N = bb.shape
+    if M == 0 or M % 64:
+        raise InputError(f"M must be a positive multiple of 64, got {M}")
+    if K % form.k or kc_all * 2 != K or mt.shape != (M, K // form.chunk):
+        raise InputError(f"shapes do not chain {form.shape}: a_compressed {ac.shape}, meta {mt.shape}, b {bb.shape} "
+                         f"(K must be a multiple of {form.k}; a_compressed has K/2 columns, meta K/{form.chunk})")
+    if N % form.n:
+        raise InputError(f"N must be a multiple of {form.n} for {form.shape}, got {N}")
+    steps = K // form.k
+    if promote_every is not None and (isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer))
+                                      or promote_every <= 0 or steps % promote_every):
+        raise InputError(f"promote_every must be a positive divisor of the {steps} instructions, got {promote_every!r}")
+    if promote_every is not None and form.family == "int8":
+        raise InputError("promote_every applies to floating-point forms; integer wgmma accumulates exactly in s32")
+    kc, mc = form.k_compressed, form.meta_cols
+    out = np.empty((M, N), np.float32 if promote_every else element_dtype(form.dtype_d))
+    for r0 in range(0, M, 64):
+        for n0 in range(0, N, form.n):
+            d = None if c is None or promote_every else np.asarray(c)[r0:r0 + 64, n0:n0 + form.n]
+            acc = (np.zeros((64, form.n), np.float32) if c is None else
+                   np.ascontiguousarray(np.asarray(c, np.float32)[r0:r0 + 64, n0:n0 + form.n])) if promote_every else None
+            for t in range(steps):
+                first = promote_every is not None and t % promote_every == 0
+                d = wgmma_sp(instr, ac[r0:r0 + 64, t * kc:(t + 1) * kc], mt[r0:r0 + 64, t * mc:(t + 1) * mc],
+                             bb[t * form.k:(t + 1) * form.k, n0:n0 + form.n], None if first else d, sp_sel=sp_sel,
+                             imm_scale_a=imm_scale_a, imm_scale_b=imm_scale_b)
+                if promote_every and (t + 1) % promote_every == 0:
+                    promote(acc, d.astype(np.float32), np.float32(1), np.float32(1))
+            out[r0:r0 + 64, n0:n0 + form.n] = acc if promote_every else d
+    return out
+
+
+__all__ = ["kept_positions", "compress", "decompress", "prune_2_4", "wgmma_sp", "wgmma_sp_reference", "gemm_sp"]

@@ -110,3 +110,21 @@ def replay_sparse_forms(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, 
 
 
 __all__ = ["probe_model"]
+
+
+@replayer("sparse_chain")
+def replay_sparse_chain(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """Chains of sparse wgmmas along K (one commit group on the H200) against gemm_sp."""
+    from ..numerics.sparse import gemm_sp
+
+    f = parse_wgmma_sp(meta["instr"])
+    n, chain = arrays["d"].shape[0], meta["chain"]
+    if arrays["a"].shape != (n, 64, chain * f.k_compressed) or arrays["b"].shape != (n, chain * f.k, f.n):
+        raise ValueError(f"sparse chain: arrays do not match {chain} x {f.shape}")
+    a = from_bits(arrays["a"], f.dtype_a)
+    b = from_bits(arrays["b"], f.dtype_b)
+    c = from_bits(arrays["c"], f.dtype_d)
+    d = np.stack([gemm_sp(meta["instr"], a[i], arrays["meta"][i], b[i], c[i], sp_sel=meta["sp_sel"]) for i in range(n)])
+    from ..dtypes import bits_of
+
+    return _count(bits_of(d.astype(element_dtype(f.dtype_d))), arrays["d"], f"chain {chain} x {meta['instr']}", {})
