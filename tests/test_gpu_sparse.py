@@ -49,3 +49,19 @@ def test_fuzz_sparse_end_to_end(tmp_path):
 
     rep = fuzz_sparse("sparse:m64n64k", cases=64, seed=3, out=tmp_path)
     assert rep.tiles == 64 and rep.outputs > 0 and rep.mismatches == 0 and rep.repro is None
+
+
+@pytest.mark.parametrize("chain", R.CHAINS[::2], ids=lambda c: f"{c[3]}x{c[0].split('aligned.')[1]}-rs{int(c[1])}")
+def test_sparse_chain_matches_gemm_sp(chain):
+    from gpu.sparse import SpVariant, run_wgmma_sp
+    from refmodel.numerics.sparse import gemm_sp
+
+    instr, rs, sel, n = chain
+    f = parse_wgmma_sp(instr)
+    x = R.chain_cases(instr, rs, sel, n, 4)
+    d, _ = run_wgmma_sp(SpVariant(instr, rs, sel, chain=n), x["images"], x["desc_a"], x["desc_b"], x["meta_regs"],
+                        x["c_regs"], np.ones(4, np.int32), x["a_regs"] if rs else None, a_step=x["a_step"],
+                        b_step=x["b_step"])
+    hw = unpack_accumulator(d, f.n, f.dtype_d)
+    m = np.stack([gemm_sp(instr, x["a"][i], x["meta"][i], x["b"][i], x["c"][i], sp_sel=sel) for i in range(4)])
+    assert np.array_equal(bits_of(hw), bits_of(m.astype(hw.dtype)))

@@ -615,3 +615,31 @@ def test_ptxas_accepts_exactly_the_valid_sp_sel():
             assert r.returncode != 0, f"{tag} sp-sel {sel}: ptxas accepted an invalid selector"
             want = "expected to be 0 or 1" if tag in ("f16", "tf32") else "expected to be 0"
             assert want in r.stderr and f"unexpected value '{sel}'" in r.stderr, r.stderr[-2000:]
+
+
+def test_gemm_sp_is_a_chain_of_wgmma_sp_and_promotes():
+    """gemm_sp equals the explicit chain D_t = wgmma_sp(step t, C = D_{t-1}); with promotion every
+    instruction it equals the float32 sum of the per-instruction partial results (fma with unit
+    scales adds exactly when the partials are small integers)."""
+    from refmodel.numerics.sparse import gemm_sp, wgmma_sp
+
+    instr = "wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.bf16.bf16"
+    rng = np.random.default_rng(2026)
+    import ml_dtypes
+
+    ac = rng.integers(-3, 4, (128, 48)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    meta = rng.choice([4, 8, 12, 9, 13, 14, 0, 15], (128, 24)).astype(np.uint8)
+    b = rng.integers(-3, 4, (96, 32)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    d = gemm_sp(instr, ac, meta, b)
+    for r0, n0 in ((0, 0), (64, 16)):
+        x = None
+        parts = []
+        for t in range(3):
+            args = (ac[r0:r0 + 64, 16 * t:16 * t + 16], meta[r0:r0 + 64, 8 * t:8 * t + 8], b[32 * t:32 * t + 32, n0:n0 + 16])
+            x = wgmma_sp(instr, *args, x)
+            parts.append(wgmma_sp(instr, *args))
+        assert np.array_equal(d[r0:r0 + 64, n0:n0 + 16], x)
+        p = gemm_sp(instr, ac, meta, b, promote_every=1)
+        assert np.array_equal(p[r0:r0 + 64, n0:n0 + 16], np.sum(parts, axis=0, dtype=np.float32))
+    with pytest.raises(InputError, match="positive divisor"):
+        gemm_sp(instr, ac, meta, b, promote_every=2)
