@@ -1,0 +1,103 @@
+"""Record the standard Triton tiled matmul on the H200 (issue #11's Triton golden model).
+
+    python -m gpu.record_triton --explore DIR     # run every configuration, save inputs, outputs, PTX
+
+The kernel is the textbook one: ``acc = tl.zeros(..., tl.float32)``; for each BLOCK_K slice
+``acc = tl.dot(a_blk, b_blk, acc, input_precision=..., max_num_imprecise_acc=...)``; store
+``acc.to(out_dtype)``.  The PTX of every compiled kernel is kept: it says which wgmma form
+Triton emits and where it promotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+CONFIGS = [  # (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out)
+    ("fp8_default_bk128_w4", "e4m3", 128, 128, 128, 4, None, None, "f32"),
+    ("fp8_default_bk64_w8", "e4m3", 128, 128, 64, 8, None, None, "f32"),
+    ("fp8_imp32_bk128_w4", "e4m3", 128, 128, 128, 4, None, 32, "f32"),
+    ("fp8_imp64_bk128_w4", "e4m3", 128, 128, 128, 4, None, 64, "f32"),
+    ("fp8_imp128_bk128_w4", "e4m3", 128, 128, 128, 4, None, 128, "f32"),
+    ("fp8_e5m2_default_bk64_w4", "e5m2", 128, 128, 64, 4, None, None, "bf16"),
+    ("f16_bk64_w4", "f16", 128, 128, 64, 4, None, None, "f32"),
+    ("f16_bk32_w8_out16", "f16", 128, 128, 32, 8, None, None, "f16"),
+    ("bf16_bk64_w4", "bf16", 128, 128, 64, 4, None, None, "bf16"),
+    ("tf32_bk32_w4", "f32", 128, 128, 32, 4, "tf32", None, "f32"),
+    ("tf32x3_bk32_w4", "f32", 128, 128, 32, 4, "tf32x3", None, "f32"),
+    ("ieee_bk32_w4", "f32", 64, 64, 32, 4, "ieee", None, "f32"),
+]
+M = N = 256
+K = 512
+
+
+def explore(out: Path) -> None:
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def mm(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr,
+           BK: tl.constexpr, PREC: tl.constexpr, IMP: tl.constexpr, OUT: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, Kx, BK):
+            a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
+            b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+            if PREC == "none":
+                acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP)
+            else:
+                acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP)
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
+
+    out.mkdir(parents=True, exist_ok=True)
+    tdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "f16": torch.float16, "bf16": torch.bfloat16,
+           "f32": torch.float32}
+    odt = {"f32": (torch.float32, tl.float32), "bf16": (torch.bfloat16, tl.bfloat16), "f16": (torch.float16, tl.float16)}
+    for i, (name, dt, BM, BN, BK, warps, prec, imp, o) in enumerate(CONFIGS):
+        g = torch.Generator(device="cuda").manual_seed(1000 + i)
+        scale = 2.0 ** torch.randint(-4, 5, (M, K), device="cuda", generator=g).float()
+        a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-400, 400).to(tdt[dt])
+        scale = 2.0 ** torch.randint(-4, 5, (K, N), device="cuda", generator=g).float()
+        b = (torch.randn(K, N, device="cuda", generator=g) * scale).clamp(-400, 400).to(tdt[dt])
+        c = torch.empty(M, N, device="cuda", dtype=odt[o][0])
+        try:
+            kern = mm[(M // BM, N // BN)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                          c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, PREC=prec or "none",
+                                          IMP=imp or 0, OUT=odt[o][1], num_warps=warps)
+            torch.cuda.synchronize()
+            ptx = kern.asm.get("ptx", "")
+        except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
+            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        view = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+        np.savez_compressed(out / f"{name}.npz", a=a.view(view[a.element_size()]).cpu().numpy(),
+                            b=b.view(view[b.element_size()]).cpu().numpy(), c=c.view(view[c.element_size()]).cpu().numpy(),
+                            config=np.array(json.dumps({"name": name, "dtype": dt, "BM": BM, "BN": BN, "BK": BK,
+                                                        "warps": warps, "input_precision": prec, "imp": imp, "out": o,
+                                                        "triton": triton.__version__, "torch": torch.__version__})))
+        wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
+        keep = [ln for ln in ptx.splitlines()
+                if any(s in ln for s in ("wgmma", "add.f32", "add.rn.f32", "fma.rn.f32", "cvt.rna.tf32", "cvt.rn"))]
+        (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
+        print(f"{name}: ok; instructions {wg}", flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--explore", required=True)
+    a = p.parse_args(argv)
+    explore(Path(a.explore))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
