@@ -91,12 +91,66 @@ def explore(out: Path) -> None:
         print(f"{name}: ok; instructions {wg}", flush=True)
 
 
+ROWS, COLS = 64, 64   # stored sample: D[rows, cols] with the A rows and B columns it depends on
+
+
+def store(explored: Path, out: Path, log=print) -> int:
+    """Turn explored recordings into fixtures (kind ``triton_matmul``): for every configuration
+    refmodel.golden.triton_matmul reproduces — checked here on the whole 256 x 256 output — keep
+    64 rows and 64 columns of D with exactly the A rows and B columns they depend on."""
+    import ml_dtypes
+
+    from refmodel.dtypes import bits_of
+    from refmodel.golden import triton_matmul
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    fp = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2, "f16": np.float16,
+          "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+    od = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
+    bad = 0
+    for f in sorted(explored.glob("*.npz")):
+        with np.load(f) as z:
+            cfg = json.loads(str(z["config"]))
+            a, b, c = z["a"].view(fp[cfg["dtype"]]), z["b"].view(fp[cfg["dtype"]]), z["c"].view(od[cfg["out"]])
+        kw = dict(block_k=cfg["BK"], input_precision=cfg["input_precision"] or "tf32",
+                  max_num_imprecise_acc=cfg["imp"] if cfg["imp"] is not None else 0, out_dtype=od[cfg["out"]])
+        try:
+            d = triton_matmul(a, b, **kw)
+        except Exception as e:  # not modelled: reported, not stored
+            log(f"{cfg['name']}: not stored ({str(e)[:100]})")
+            continue
+        n = int(np.count_nonzero(bits_of(d) != bits_of(c)))
+        log(f"{cfg['name']}: {c.size} outputs, {n} mismatches")
+        bad += n
+        if n:
+            continue
+        rng = np.random.default_rng(len(cfg["name"]))
+        rows = np.sort(rng.choice(a.shape[0], ROWS, replace=False))
+        cols = np.sort(rng.choice(b.shape[1], COLS, replace=False))
+        prov = {"device": "NVIDIA H200", "triton": cfg["triton"], "torch": cfg["torch"],
+                "recorder": "gpu.record_triton", **host_provenance()}
+        write_fixture("triton", cfg["name"], {"a": bits_of(a[rows]), "b": bits_of(b[:, cols]),
+                                              "d": bits_of(c[np.ix_(rows, cols)]), "rows": rows, "cols": cols},
+                      kind="triton_matmul", cases=ROWS * COLS,
+                      meta={**{k: cfg[k] for k in ("dtype", "BM", "BN", "BK", "warps", "input_precision", "imp", "out")},
+                            "recorded_shape": [int(a.shape[0]), int(a.shape[1]), int(b.shape[1])]},
+                      provenance=prov, root=out)
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--explore", required=True)
+    p.add_argument("--explore", help="run every configuration on the GPU, save to this folder")
+    p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
+    p.add_argument("--out", default="fixtures")
     a = p.parse_args(argv)
-    explore(Path(a.explore))
-    return 0
+    if a.explore:
+        explore(Path(a.explore))
+        return 0
+    if a.store:
+        return store(Path(a.store), Path(a.out))
+    p.error("give --explore DIR (GPU) or --store DIR (CPU)")
+    return 2
 
 
 if __name__ == "__main__":

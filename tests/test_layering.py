@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("numerics", "layouts", "machine", "verify", "render")
+LAYERS = ("numerics", "layouts", "machine", "verify", "render", "golden")
 
 # layer -> refmodel layers it must not import
 FORBIDDEN = {
@@ -25,6 +25,7 @@ FORBIDDEN = {
     "machine": {"verify"},
     "verify": set(),
     "render": {"verify"},  # teaching diagrams: draw layouts/machine, never the verifier
+    "golden": {"verify", "machine", "render"},  # library golden models: schedules of numerics
 }
 NEVER_FROM_REFMODEL = {"gpu", "cupy", "wgref", "torch"}
 

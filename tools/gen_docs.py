@@ -612,8 +612,15 @@ this proof in CI.
 
 WRITE_IMAGES = True
 
+def triton_page() -> str:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from triton_doc import triton_page as page
+
+    return page()
+
+
 PAGES = {"docs/fp8.md": fp8_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
-         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/pipeline.md": pipeline_page,
+         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/pipeline.md": pipeline_page,
          "docs/sparse.md": sparse_page}
 
 

@@ -1,0 +1,104 @@
+"""Golden model of the standard Triton tiled matmul on Hopper (Triton 3.6, recorded on the H200).
+
+The kernel: ``acc = tl.zeros((BM, BN), tl.float32)``; for each BLOCK_K slice
+``acc = tl.dot(a_blk, b_blk, acc, input_precision=..., max_num_imprecise_acc=...)``; store
+``acc.to(out_dtype)``.  What Triton emits (read from the PTX of the recorded kernels,
+fixtures/triton) and what reproduces it bit for bit:
+
+=====================================  ==============================================================
+inputs / options                       schedule (refmodel.gemm)
+=====================================  ==============================================================
+f16, bf16                              wgmma k16 (f32 accumulator) chained over the whole K
+f32, ``input_precision="tf32"``        wgmma tf32 k8 on the raw f32 bits (no cvt: the tensor core
+                                       ignores the low 13 bits) chained over the whole K
+e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain; every min(m, BLOCK_K)/32 instructions the
+(m = 32, 64, 128 recorded)             partial sum is added into the f32 accumulator (``add.f32``:
+                                       refmodel's promotion with unit scales)
+=====================================  ==============================================================
+
+Not reproduced yet (refused with the reason): ``input_precision="tf32x3"`` (three tf32 wgmma
+chains with a split of the operands), ``"ieee"`` (FMA on CUDA cores), and FP8 with
+``max_num_imprecise_acc=0`` (Triton converts to f16 and uses ``mma.sync.m16n8k16``, whose
+numerics refmodel does not model).  FP8 with ``max_num_imprecise_acc=None`` follows Triton's
+default for the target (the ``max_num_imprecise_acc_default`` option); it was not recorded and is
+refused until it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..dtypes import element_dtype
+from ..errors import DTypeError, InputError
+from ..numerics.gemm import gemm
+from ..validate import _describe, as_array
+
+_FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
+_OUT = {np.dtype(np.float32): None, np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
+
+
+def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
+    da, db = np.dtype(a.dtype), np.dtype(b.dtype)
+    if da in _FP8 and db in _FP8:
+        return f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{_FP8[da]}.{_FP8[db]}"
+    if da != db:
+        raise DTypeError(f"a and b must have the same dtype (or both be FP8), got {da} and {db}")
+    if da == np.float16:
+        return "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
+    if da == np.dtype(ml_dtypes.bfloat16):
+        return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"
+    if da == np.float32:
+        if input_precision != "tf32":
+            raise InputError(f"float32 inputs with input_precision={input_precision!r} are not reproduced yet "
+                             f"(recorded on the H200: 'tf32x3' runs three tf32 chains with an operand split, 'ieee' "
+                             f"runs FMAs on CUDA cores); only 'tf32' is modelled")
+        return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
+    raise DTypeError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {da}")
+
+
+def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
+                  out_dtype=np.float32) -> np.ndarray:
+    """The output, bit for bit, of the standard Triton tiled matmul for ``a`` (M, K) and ``b`` (K, N)
+    in the kernel's input dtype (see the module table for what is modelled).
+
+    M must be a multiple of 64 and N of 8 (Triton's tile rows and columns are independent, so
+    any tiling of M and N gives the same output); K a multiple of ``block_k``.
+    """
+    a = as_array("a", a)
+    b = as_array("b", b)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise InputError(f"a must be (M, K) and b (K, N), got {a.shape} and {b.shape}")
+    instr = _instr(a, b, input_precision)
+    M, K = a.shape
+    N = b.shape[1]
+    if isinstance(block_k, bool) or not isinstance(block_k, (int, np.integer)) or block_k <= 0 or K % block_k:
+        raise InputError(f"block_k must be a positive int dividing K = {K}, got {_describe(block_k)}")
+    from ..wgmma_forms import parse_wgmma
+
+    kinstr = parse_wgmma(instr).k
+    if block_k % kinstr:
+        raise InputError(f"block_k must be a multiple of the instruction's K = {kinstr}, got {block_k}")
+    od = np.dtype(out_dtype) if not isinstance(out_dtype, str) else None
+    if od is None or od not in _OUT:
+        raise InputError(f"out_dtype must be numpy.float32, ml_dtypes.bfloat16 or numpy.float16, got {_describe(out_dtype)}")
+    kw: dict[str, Any] = {}
+    if "e4m3" in instr or "e5m2" in instr:
+        if max_num_imprecise_acc is None:
+            raise InputError("FP8 with max_num_imprecise_acc=None follows Triton's per-target default, not yet "
+                             "recorded on the H200: pass max_num_imprecise_acc explicitly (32, 64, 128, ...)")
+        if isinstance(max_num_imprecise_acc, bool) or not isinstance(max_num_imprecise_acc, (int, np.integer)) \
+                or max_num_imprecise_acc < 0 or max_num_imprecise_acc % 32:
+            raise InputError(f"max_num_imprecise_acc must be 0 or a positive multiple of 32, got "
+                             f"{_describe(max_num_imprecise_acc)}")
+        if max_num_imprecise_acc == 0:
+            raise InputError("FP8 with max_num_imprecise_acc=0 is not reproduced yet: Triton converts to f16 and "
+                             "uses mma.sync.m16n8k16 (recorded on the H200; its accumulation is not modelled)")
+        kw["promote_every"] = min(int(max_num_imprecise_acc), int(block_k)) // 32
+    elif max_num_imprecise_acc not in (None, 0):
+        raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
+    if M % 64 or N % 8:
+        raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
+    return gemm(a, b, instr=instr, out_dtype=_OUT[od], **kw)
