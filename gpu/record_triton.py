@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-CONFIGS = [  # (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out)
+# (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out); the kernel is launched
+# with IMP = max_num_imprecise_acc or 0, so the "fp8_default" configurations run max_num_imprecise_acc=0
+CONFIGS = [
     ("fp8_default_bk128_w4", "e4m3", 128, 128, 128, 4, None, None, "f32"),
     ("fp8_default_bk64_w8", "e4m3", 128, 128, 64, 8, None, None, "f32"),
     ("fp8_imp32_bk128_w4", "e4m3", 128, 128, 128, 4, None, 32, "f32"),
@@ -132,7 +134,8 @@ def store(explored: Path, out: Path, log=print) -> int:
         write_fixture("triton", cfg["name"], {"a": bits_of(a[rows]), "b": bits_of(b[:, cols]),
                                               "d": bits_of(c[np.ix_(rows, cols)]), "rows": rows, "cols": cols},
                       kind="triton_matmul", cases=ROWS * COLS,
-                      meta={**{k: cfg[k] for k in ("dtype", "BM", "BN", "BK", "warps", "input_precision", "imp", "out")},
+                      meta={**{k: cfg[k] for k in ("dtype", "BM", "BN", "BK", "warps", "input_precision", "out")},
+                            "imp": kw["max_num_imprecise_acc"] if cfg["dtype"] in ("e4m3", "e5m2") else None,
                             "recorded_shape": [int(a.shape[0]), int(a.shape[1]), int(b.shape[1])]},
                       provenance=prov, root=out)
     return 1 if bad else 0

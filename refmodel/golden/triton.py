@@ -11,15 +11,20 @@ inputs / options                       schedule (refmodel.gemm)
 f16, bf16                              wgmma k16 (f32 accumulator) chained over the whole K
 f32, ``input_precision="tf32"``        wgmma tf32 k8 on the raw f32 bits (no cvt: the tensor core
                                        ignores the low 13 bits) chained over the whole K
+f32, ``input_precision="tf32x3"``      per BLOCK_K slice: big = cvt.rna.tf32(x), small = x - big;
+                                       P = small_a·big_b (fresh chain), P += big_a·small_b,
+                                       Q = big_a·big_b chained on P; acc = acc + Q (add.f32)
+f32, ``input_precision="ieee"``        CUDA-core FMAs in K order: acc = fma(a[k], b[k], acc),
+                                       k = 0 .. K-1 (one correctly rounded FMA each)
 e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain; every min(m, BLOCK_K)/32 instructions the
 (m = 32, 64, 128 recorded)             partial sum is added into the f32 accumulator (``add.f32``:
                                        refmodel's promotion with unit scales)
+e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
+                                       over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync
+                                       sums like wgmma k16 f16 (0 mismatches on the recordings)
 =====================================  ==============================================================
 
-Not reproduced yet (refused with the reason): ``input_precision="tf32x3"`` (three tf32 wgmma
-chains with a split of the operands), ``"ieee"`` (FMA on CUDA cores), and FP8 with
-``max_num_imprecise_acc=0`` (Triton converts to f16 and uses ``mma.sync.m16n8k16``, whose
-numerics refmodel does not model).  FP8 with ``max_num_imprecise_acc=None`` follows Triton's
+Not reproduced yet (refused with the reason): FP8 with ``max_num_imprecise_acc=None`` follows Triton's
 default for the target (the ``max_num_imprecise_acc_default`` option); it was not recorded and is
 refused until it is.
 """
@@ -33,6 +38,10 @@ import numpy as np
 
 from ..dtypes import element_dtype
 from ..errors import DTypeError, InputError
+import numba
+
+from ..numerics.accumulate import fma_f32
+from ..numerics.fp8 import round_to_format
 from ..numerics.gemm import gemm
 from ..validate import _describe, as_array
 
@@ -51,10 +60,8 @@ def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
     if da == np.dtype(ml_dtypes.bfloat16):
         return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"
     if da == np.float32:
-        if input_precision != "tf32":
-            raise InputError(f"float32 inputs with input_precision={input_precision!r} are not reproduced yet "
-                             f"(recorded on the H200: 'tf32x3' runs three tf32 chains with an operand split, 'ieee' "
-                             f"runs FMAs on CUDA cores); only 'tf32' is modelled")
+        if input_precision not in ("tf32", "tf32x3", "ieee"):
+            raise InputError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {_describe(input_precision)}")
         return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
     raise DTypeError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {da}")
 
@@ -84,6 +91,8 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     od = np.dtype(out_dtype) if not isinstance(out_dtype, str) else None
     if od is None or od not in _OUT:
         raise InputError(f"out_dtype must be numpy.float32, ml_dtypes.bfloat16 or numpy.float16, got {_describe(out_dtype)}")
+    if M % 64 or N % 8:
+        raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
     kw: dict[str, Any] = {}
     if "e4m3" in instr or "e5m2" in instr:
         if max_num_imprecise_acc is None:
@@ -94,11 +103,66 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             raise InputError(f"max_num_imprecise_acc must be 0 or a positive multiple of 32, got "
                              f"{_describe(max_num_imprecise_acc)}")
         if max_num_imprecise_acc == 0:
-            raise InputError("FP8 with max_num_imprecise_acc=0 is not reproduced yet: Triton converts to f16 and "
-                             "uses mma.sync.m16n8k16 (recorded on the H200; its accumulation is not modelled)")
+            perm = mma_sync_fp8_k_order(K)
+            d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
+                     instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
+            return d if _OUT[od] is None else round_to_format(d, _OUT[od]).view(od)
         kw["promote_every"] = min(int(max_num_imprecise_acc), int(block_k)) // 32
     elif max_num_imprecise_acc not in (None, 0):
         raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
-    if M % 64 or N % 8:
-        raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
+    if a.dtype == np.float32 and input_precision == "ieee":
+        d = _fma_matmul(np.ascontiguousarray(a), np.ascontiguousarray(b))
+        return d if _OUT[od] is None else round_to_format(d, _OUT[od]).view(od)
+    if a.dtype == np.float32 and input_precision == "tf32x3":
+        big_a, big_b = rna_tf32(a), rna_tf32(b)
+        small_a, small_b = (a - big_a).astype(np.float32), (b - big_b).astype(np.float32)
+        acc = np.zeros((M, N), np.float32)
+        for k0 in range(0, K, block_k):
+            ks = slice(k0, k0 + block_k)
+            p = gemm(small_a[:, ks], big_b[ks], instr=instr)
+            p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
+            q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
+            acc = (acc + q).astype(np.float32)
+        return acc if _OUT[od] is None else round_to_format(acc, _OUT[od]).view(od)
     return gemm(a, b, instr=instr, out_dtype=_OUT[od], **kw)
+
+
+def mma_sync_fp8_k_order(K: int) -> np.ndarray:
+    """The K order in which Triton's FP8 ``max_num_imprecise_acc=0`` dot feeds ``mma.sync.m16n8k16``:
+    in each 32-wide K window the first instruction takes k = 0, 1 (mod 4) and the second k = 2, 3
+    (mod 4) (the FP8 dot-operand layout holds 4 consecutive k per thread and each f16 instruction
+    takes 2 of them).  Within one instruction the order does not matter (one fused sum)."""
+    if K % 32:
+        raise InputError(f"K must be a multiple of 32 for the FP8 mma.sync K order, got {K}")
+    w = np.arange(32)
+    win = np.concatenate([w[w % 4 < 2], w[w % 4 >= 2]])
+    return (np.arange(0, K, 32)[:, None] + win[None, :]).ravel()
+
+
+def rna_tf32(x: np.ndarray) -> np.ndarray:
+    """``cvt.rna.tf32.f32``: round a float32 to tf32 (10 mantissa bits), to nearest with ties away from
+    zero, returned in a float32 whose low 13 bits are zero (recorded: finite values; NaN is kept as is
+    and values that round past FLT_MAX become Inf, which was not recorded)."""
+    x = np.ascontiguousarray(x, np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, r)  # a NaN stays NaN (carrying into the sign bit would make it -0)
+
+
+@numba.njit(parallel=True, cache=True)
+def _fma_kernel(a, b, out):
+    M, K = a.shape
+    N = b.shape[1]
+    for i in numba.prange(M):
+        for j in range(N):
+            acc = np.float32(0.0)
+            for k in range(K):
+                acc = fma_f32(a[i, k], b[k, j], acc)
+            out[i, j] = acc
+
+
+def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Triton's ``input_precision="ieee"`` dot: one FMA per K element, in K order."""
+    out = np.empty((a.shape[0], b.shape[1]), np.float32)
+    _fma_kernel(a, b, out)
+    return out
