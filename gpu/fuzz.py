@@ -28,6 +28,8 @@ from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 from concurrent.futures import ThreadPoolExecutor
 
+from refmodel.verify.journal import read_journal  # noqa: F401  (re-exported: gpu.fuzz.read_journal)
+
 from .record_wgmma import Job, families_for, model_chain
 
 def select_forms(target: str) -> list[WgmmaForm]:
@@ -96,22 +98,32 @@ def _gen_batch(seed, b, forms, fam_names, rs, chain, scale_d, batch_tiles, remai
     return job, a, bm, c, idx, [f.name for f in fams]
 
 
-def _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles) -> dict:
-    return {"target": target, "seed": seed, "families": families, "rs": rs, "chain": chain,
+def _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles, shard=(0, 1)) -> dict:
+    head = {"target": target, "seed": seed, "families": families, "rs": rs, "chain": chain,
             "scale_d": scale_d, "batch_tiles": batch_tiles}
+    if shard[1] > 1:  # an unsharded journal keeps the old header (and stays resumable)
+        head["shard"] = [int(shard[0]), int(shard[1])]
+    return head
 
 
 def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]] = None,
          seconds: Optional[float] = None, rs: Optional[bool] = None, chain: Optional[int] = None,
          scale_d: Optional[bool] = None, out: str | Path = "wgref-fuzz", resume: bool = False,
          hw: Optional[Callable] = None, model: Optional[Callable] = None, batch_tiles: int = 64,
-         keep_going: bool = False, progress: bool = True) -> FuzzReport:
+         keep_going: bool = False, progress: bool = True, shard: tuple[int, int] = (0, 1)) -> FuzzReport:
     """Run a campaign of ``cases`` tiles (or until ``seconds``); see the module docstring.
+
+    ``shard=(i, n)`` runs only the batches ``i, i + n, i + 2n, ...`` (``cases`` tiles of them):
+    shards of one campaign are disjoint and ``wgref merge`` adds their journals up
+    (:mod:`refmodel.verify.journal`).
 
     ``hw(job, a, b, c)`` and ``model(instr, a, b, c, ...)`` default to the GPU
     (:func:`gpu.record_wgmma.hardware_runner`) and :func:`refmodel.numerics.wgmma.wgmma`.
     """
     forms = select_forms(target)
+    si, sn = shard
+    if isinstance(si, bool) or isinstance(sn, bool) or sn < 1 or not 0 <= si < sn:
+        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r}")
     if hw is None:
         from .record_wgmma import hardware_runner
 
@@ -121,9 +133,9 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / "journal.jsonl"
-    header = _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles)
+    header = _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles, (si, sn))
     rep = FuzzReport(target, seed)
-    start_batch = 0
+    start_batch = si
     if resume and journal.exists():
         lines = read_journal(journal)
         if not lines or lines[0].get("header") != header:
@@ -131,14 +143,14 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
                              "use another --out or drop --resume")
         for rec in lines[1:]:
             if "batch" in rec:
-                start_batch = max(start_batch, rec["batch"] + 1)
+                start_batch = max(start_batch, rec["batch"] + sn)
                 rep.tiles += rec["tiles"]
                 rep.outputs += rec["outputs"]
                 rep.mismatches += rec["mismatches"]
                 rep.seconds += rec["seconds"]
     else:
         atomic_write_text(journal, json.dumps({"header": header}) + "\n")
-    rep.batches = start_batch
+    rep.batches = (start_batch - si) // sn
     bar = _progress(cases, rep.tiles, progress)
     t_start = time.time()
     b = start_batch
@@ -155,7 +167,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
             t0 = time.time()
             job, a, bm, c, fam_idx, names = nxt.result()
             left = cases - rep.tiles - a.shape[0]
-            nxt = submit(b + 1, left) if left > 0 else None
+            nxt = submit(b + sn, left) if left > 0 else None
             hw_fut = hw_pool.submit(hw, job, a, bm, c)   # the GPU works while the model runs
             d_model = model_chain(model, job, a, bm, c)
             d_hw = hw_fut.result()
@@ -168,13 +180,13 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
             rep.outputs += rec["outputs"]
             rep.mismatches += n_bad
             rep.seconds += dt
-            rep.batches = b + 1
+            rep.batches += 1
             if n_bad and rep.repro is None:
                 rec["repro"] = str(_shrink_and_save(job, a, bm, c, bad, fam_idx, names, hw, model, out, b, rep))
             with open(journal, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             bar(rec["tiles"], rep)
-            b += 1
+            b += sn
             if (n_bad and not keep_going) or nxt is None:
                 break
     finally:
@@ -183,42 +195,6 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
         gen_pool.shutdown(wait=True)
     bar(0, rep, close=True)
     return rep
-
-
-def read_journal(journal: Path) -> list[dict]:
-    """The journal's records.  A torn last line (the campaign was killed while writing
-    it) is dropped with a warning, and the file is cut back to its last whole line so the
-    resumed campaign appends cleanly; a corrupt line before the last is an InputError."""
-    import warnings
-
-    try:
-        raw = journal.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read {journal}: {e.strerror or e}") from None
-    lines = raw.split(b"\n")
-    recs, good_bytes = [], 0
-    for i, line in enumerate(lines):
-        if not line.strip():
-            good_bytes += len(line) + 1
-            continue
-        try:
-            rec = json.loads(line.decode())
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-            if "batch" in rec and not all(isinstance(rec.get(k), (int, float)) and not isinstance(rec.get(k), bool)
-                                          for k in ("batch", "tiles", "outputs", "mismatches", "seconds")):
-                raise ValueError("incomplete batch record")
-        except (ValueError, UnicodeDecodeError):
-            if all(not x.strip() for x in lines[i + 1:]) and i > 0:
-                warnings.warn(f"{journal}: dropping a torn last line (an interrupted write)", stacklevel=2)
-                with open(journal, "r+b") as fh:
-                    fh.truncate(good_bytes)
-                break
-            raise InputError(f"{journal} line {i + 1} is not a journal record; the journal is corrupt "
-                             "(use another --out or drop --resume)") from None
-        recs.append(rec)
-        good_bytes += len(line) + 1
-    return recs
 
 
 def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, rep) -> Path:

@@ -298,6 +298,15 @@ def cmd_error(args) -> int:
 
 # ----------------------------------------------------------------------------- fuzz / replay / record
 
+@command("merge")
+def cmd_merge(args) -> int:
+    from refmodel.verify.journal import merge_journals
+
+    rep = merge_journals(args.paths)
+    _print_merged(rep, args.json)
+    return 1 if rep.mismatches else (3 if rep.missing else 0)
+
+
 def _seconds(text: str | None) -> float | None:
     if text is None:
         return None
@@ -309,11 +318,58 @@ def _seconds(text: str | None) -> float | None:
         raise UsageError(f"--time must look like 90, 90s, 5m or 1h, got {text!r}") from None
 
 
+def _fuzz_worker_argv(args) -> list[str]:
+    """The options a ``--devices`` worker repeats (all but --shard, --devices, --out, --json)."""
+    workers = len([d for d in str(args.devices).split(",") if d.strip()]) or 1
+    per = -(-args.cases // workers)  # --cases is this invocation's total, dealt among its workers
+    argv = [args.target, "--cases", str(per), "--seed", str(args.seed), "--operand", args.operand]
+    for flag, v in (("--families", args.families), ("--time", args.time), ("--chain", args.chain)):
+        if v is not None:
+            argv += [flag, str(v)]
+    for flag, v in (("--resume", args.resume), ("--keep-going", args.keep_going), ("--dry-run", args.dry_run)):
+        if v:
+            argv.append(flag)
+    return argv
+
+
+def _print_merged(rep, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rep.to_dict()))
+        return
+    n = rep.shards[0][1]
+    print(f"{len(rep.shards)} of {n} shards, {rep.batches} batches, {rep.tiles} tiles, {rep.outputs} outputs compared, "
+          f"{rep.mismatches} mismatches; {rep.rate:.3g} outputs/s with the workers side by side "
+          f"({rep.worker_seconds:.1f} worker-seconds)")
+    if rep.missing:
+        print(f"partial: shards {', '.join(rep.missing)} missing")
+    for r in rep.repros:
+        print(f"minimal reproducer: {r}  (wgref replay {r})")
+
+
 @command("fuzz")
 def cmd_fuzz(args) -> int:
-    from gpu.runtime import require_device
+    from refmodel.verify.journal import parse_shard
 
-    require_device()  # one line saying what is missing, exit 2
+    shard = parse_shard(args.shard) if args.shard else (0, 1)
+    wgmma_target = not args.target.strip().startswith(("sparse", "layout", "cvt"))
+    if (args.shard or args.devices or args.dry_run) and not wgmma_target:
+        raise UsageError("--shard, --devices and --dry-run apply to wgmma targets "
+                         "(cvt, layout and sparse campaigns run in one process)")
+    if args.devices:
+        from gpu.campaign import parse_devices, run_workers
+
+        if not args.dry_run:
+            from gpu.runtime import require_device
+
+            require_device()
+        rep, _ = run_workers(_fuzz_worker_argv(args), parse_devices(args.devices), args.out, shard=shard,
+                             log=(lambda *_: None) if args.json else print)
+        _print_merged(rep, args.json)
+        return 1 if rep.mismatches else 0
+    if not args.dry_run:
+        from gpu.runtime import require_device
+
+        require_device()  # one line saying what is missing, exit 2
     from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
     if args.target.strip().startswith("sparse"):
@@ -349,10 +405,16 @@ def cmd_fuzz(args) -> int:
                 print(f"first mismatch: {rep.first['minimal']}  (saved to {rep.repro})")
         return 1 if rep.mismatches else 0
     fams = [f for f in args.families.split(",") if f] if args.families else None
+    hw = None
+    if args.dry_run:  # the CPU model stands in for the GPU: checks the campaign machinery, finds nothing
+        from gpu.record_wgmma import model_chain
+        from refmodel.numerics.wgmma import wgmma
+
+        hw = lambda job, a, b, c: model_chain(wgmma, job, a, b, c)  # noqa: E731
     rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
                seconds=_seconds(args.time), rs={"ss": False, "rs": True}.get(args.operand),
                chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
-               progress=not args.json)
+               progress=not args.json, shard=shard, hw=hw)
     if args.json:
         print(json.dumps(rep.to_dict()))
     else:
@@ -648,7 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("target", help="a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256), "
                    "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors; "
                    "or 'sparse[:fragment]' for sparse wgmma")
-    z.add_argument("--cases", type=int, default=10000, help="tiles to run (cvt: thousands of conversions)")
+    z.add_argument("--cases", type=int, default=10000,
+                   help="tiles to run (with --devices: in all, dealt among the workers; cvt: thousands of conversions)")
     z.add_argument("--seed", type=int, default=0)
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
     z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")
@@ -657,7 +720,17 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--out", default="wgref-fuzz", help="journal and reproducers go here")
     z.add_argument("--resume", action="store_true")
     z.add_argument("--keep-going", action="store_true", help="do not stop at the first mismatch")
+    z.add_argument("--shard", default=None, help="run shard i/n of the campaign (disjoint batches; wgmma targets)")
+    z.add_argument("--devices", default=None,
+                   help="one worker per listed GPU (0,1,2,3; repeat an ordinal to share a GPU); journals under "
+                        "OUT/shard-k, merged at the end")
+    z.add_argument("--dry-run", action="store_true",
+                   help="the CPU model stands in for the GPU (checks sharding and journals without a device)")
     z.add_argument("--json", action="store_true")
+
+    mg = sub.add_parser("merge", help="merge the journals of a sharded fuzz campaign into one report")
+    mg.add_argument("paths", nargs="+", help="journal files, or folders with journal.jsonl or */journal.jsonl")
+    mg.add_argument("--json", action="store_true")
 
     r = sub.add_parser("replay", help="re-run a saved reproducer on the CPU (and the GPU if present)")
     r.add_argument("file")
