@@ -142,3 +142,40 @@ def test_the_fp8_k_order_is_what_the_h200_recordings_need(name, misses):
     assert np.array_equal(bits_of(good), arr["d"])
     share = np.mean(bits_of(natural) != arr["d"])
     assert share > 0.3 if misses else share == 0
+
+
+def test_wgref_golden_cli_reproduces_a_recorded_triton_fixture(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fx = Path(refmodel.__file__).parent.parent / "fixtures/triton/fp8_imp64_bk128_w4.npz"
+    with np.load(fx) as z:
+        np.save(tmp_path / "a.npy", z["a"])
+        np.save(tmp_path / "b.npy", z["b"])
+        want = z["d"]
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "triton", "a.npy", "b.npy", "--dtype", "e4m3",
+                        "--block-k", "128", "--imp", "64", "-o", "d.npy"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "d.npy"), want)   # the H200's bits
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "triton", "a.npy", "b.npy", "--dtype", "f16",
+                        "--block-k", "128", "-o", "d.npy"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and "16-bit codes" in r.stderr
+
+
+def test_wgref_golden_cli_reproduces_recorded_torch_scaled_mm(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with np.load(Path(refmodel.__file__).parent.parent / "fixtures/torch/scaled_mm_128x256x1024.npz") as z:
+        for k in ("a", "b_nk", "ra", "rb"):
+            np.save(tmp_path / f"{k}.npy", z[k])
+        d3, d8 = z["d3"], z["d8"]                             # bf16, fast accum, tensor scales; row/col scales
+    for args, want in (([ "--scale-a", "0.5", "--scale-b", "0.25", "--fast-accum"], d3),
+                       (["--scale-a", "ra.npy", "--scale-b", "rb.npy"], d8)):
+        r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "scaled-mm", "a.npy", "b_nk.npy", "--dtype",
+                            "e4m3", "--out-dtype", "bf16", *args, "-o", "d.npy"], cwd=tmp_path, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        assert np.array_equal(np.load(tmp_path / "d.npy").view(np.int16), want)
