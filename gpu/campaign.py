@@ -10,9 +10,11 @@ set to its device; when they are done their journals are merged
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -28,32 +30,69 @@ def parse_devices(text: str) -> list[str]:
     return devs
 
 
-def run_workers(fuzz_argv: list[str], devices: list[str], out: str | Path, *,
-                shard: tuple[int, int] = (0, 1), python: Optional[str] = None,
-                log=print) -> tuple[MergedReport, list[int]]:
-    """Run ``wgref fuzz <fuzz_argv>`` once per device, each on its own slice of ``shard``, with its
-    journal under ``out/shard-<k>``; wait for all; return the merged report and the exit codes.
+def _finished_cleanly(code: int, log_path: Path) -> bool:
+    """A worker is done when it exits 0 (clean) or 1 (mismatches found) *and* printed its JSON report
+    last; a crash (a GPU fault, a traceback: also exit 1) prints none."""
+    if code not in (0, 1):
+        return False
+    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    try:
+        return bool(lines) and "outputs" in json.loads(lines[-1])
+    except ValueError:
+        return False
 
-    ``fuzz_argv`` is the target and options without ``--shard``, ``--devices`` or ``--out``.
+
+def run_workers(fuzz_argv: list[str], devices: list[str], out: str | Path, *,
+                shard: tuple[int, int] = (0, 1), restarts: int = 2, python: Optional[str] = None,
+                log=print) -> tuple[MergedReport, list[dict]]:
+    """Run ``wgref fuzz <fuzz_argv>`` once per device, each on its own slice of ``shard``, with its
+    journal under ``out/shard-<k>``; wait for all; return the merged report and the restarts.
+
+    A worker that crashes (a GPU fault kills its CUDA context) is started again with ``--resume``
+    on the same device, up to ``restarts`` times: it continues from its journal, and the other
+    workers never notice.  ``fuzz_argv`` is the target and options without ``--shard``,
+    ``--devices`` or ``--out``.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    procs = []
-    for (si, sn), dev in zip(split_shard(shard, len(devices)), devices):
+    py = python or sys.executable
+
+    def start(si, sn, dev, resume):
         wdir = out / f"shard-{si}"
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=dev)
-        cmd = [python or sys.executable, "-m", "wgref.cli", "fuzz", *fuzz_argv, "--shard", f"{si}/{sn}",
-               "--out", str(wdir), "--json"]
         wdir.mkdir(parents=True, exist_ok=True)
-        fh = open(wdir / "worker.log", "w")
-        procs.append((subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT), fh, si, sn, dev))
-        log(f"worker shard {si}/{sn} on device {dev}: {wdir}")
-    codes = []
-    for p, fh, si, sn, dev in procs:
-        codes.append(p.wait())
-        fh.close()
-    if any(c not in (0, 1) for c in codes):  # 1 = mismatches found; anything else is a failed worker
-        bad = [f"shard-{si} (exit {c}, see {out / f'shard-{si}' / 'worker.log'})"
-               for (p, fh, si, sn, dev), c in zip(procs, codes) if c not in (0, 1)]
-        raise InputError(f"workers failed: {', '.join(bad)}")
-    return merge_journals([out / f"shard-{si}" / "journal.jsonl" for _, _, si, _, _ in procs]), codes
+        argv = list(fuzz_argv) + (["--resume"] if resume and "--resume" not in fuzz_argv else [])
+        cmd = [py, "-m", "wgref.cli", "fuzz", *argv, "--shard", f"{si}/{sn}", "--out", str(wdir), "--json"]
+        fh = open(wdir / "worker.log", "a")
+        fh.write(f"--- {' '.join(cmd[3:])}  (CUDA_VISIBLE_DEVICES={dev})\n")
+        fh.flush()
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=dev)
+        return subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT), fh
+
+    running = {}
+    for (si, sn), dev in zip(split_shard(shard, len(devices)), devices):
+        running[si] = (*start(si, sn, dev, "--resume" in fuzz_argv), sn, dev, 0)
+        log(f"worker shard {si}/{sn} on device {dev}: {out / f'shard-{si}'}")
+    restarted: list[dict] = []
+    failed: list[str] = []
+    while running:
+        time.sleep(0.1)
+        for si in list(running):
+            p, fh, sn, dev, tries = running[si]
+            code = p.poll()
+            if code is None:
+                continue
+            fh.close()
+            del running[si]
+            wlog = out / f"shard-{si}" / "worker.log"
+            if _finished_cleanly(code, wlog):
+                continue
+            if tries < restarts:
+                restarted.append({"shard": f"{si}/{sn}", "device": dev, "exit": code, "attempt": tries + 1})
+                log(f"worker shard {si}/{sn} on device {dev} crashed (exit {code}); restarting it with --resume")
+                running[si] = (*start(si, sn, dev, True), sn, dev, tries + 1)
+            else:
+                failed.append(f"shard-{si} (exit {code} after {tries} restarts, see {wlog})")
+    if failed:
+        raise InputError(f"workers failed: {', '.join(failed)}")
+    shards = split_shard(shard, len(devices))
+    return merge_journals([out / f"shard-{si}" / "journal.jsonl" for si, _ in shards]), restarted

@@ -110,8 +110,13 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
          seconds: Optional[float] = None, rs: Optional[bool] = None, chain: Optional[int] = None,
          scale_d: Optional[bool] = None, out: str | Path = "wgref-fuzz", resume: bool = False,
          hw: Optional[Callable] = None, model: Optional[Callable] = None, batch_tiles: int = 64,
-         keep_going: bool = False, progress: bool = True, shard: tuple[int, int] = (0, 1)) -> FuzzReport:
+         keep_going: bool = False, progress: bool = True, shard: tuple[int, int] = (0, 1),
+         fault_at: Optional[int] = None, fault: Optional[Callable[[], None]] = None) -> FuzzReport:
     """Run a campaign of ``cases`` tiles (or until ``seconds``); see the module docstring.
+
+    ``fault_at``/``fault``: call ``fault()`` (which should crash the process, e.g.
+    :func:`gpu.runtime.fault_illegal_address`) before batch ``fault_at`` runs, once per ``out`` folder
+    (a marker file remembers it), to test that a campaign survives a faulting worker.
 
     ``shard=(i, n)`` runs only the batches ``i, i + n, i + 2n, ...`` (``cases`` tiles of them):
     shards of one campaign are disjoint and ``wgref merge`` adds their journals up
@@ -164,6 +169,9 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     nxt = submit(b, cases - rep.tiles)
     try:
         while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
+            if fault_at is not None and b == fault_at and not (out / "fault-injected").exists():
+                atomic_write_text(out / "fault-injected", f"batch {b}\n")
+                (fault or _default_fault)()
             t0 = time.time()
             job, a, bm, c, fam_idx, names = nxt.result()
             left = cases - rep.tiles - a.shape[0]
@@ -195,6 +203,10 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
         gen_pool.shutdown(wait=True)
     bar(0, rep, close=True)
     return rep
+
+
+def _default_fault() -> None:
+    raise RuntimeError("injected fault (wgref fuzz --inject-fault)")
 
 
 def _shrink_and_save(job, a, b, c, bad, fam_idx, names, hw, model, out, batch, rep) -> Path:

@@ -70,6 +70,23 @@ def require_device():
     return _import_cupy()
 
 
+def device_count() -> int:
+    """How many CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applied)."""
+    cp = require_device()
+    return int(cp.cuda.runtime.getDeviceCount())
+
+
+def fault_illegal_address() -> None:
+    """Launch a kernel that stores through a null pointer and synchronise: the context is lost
+    (cudaErrorIllegalAddress) and this process can no longer use the GPU.  For testing that a
+    campaign survives a faulting worker (``wgref fuzz --inject-fault``)."""
+    cp = require_device()
+    k = cp.RawKernel(r'extern "C" __global__ void wgref_fault(int *p) { p[threadIdx.x] = 1; }', "wgref_fault")
+    k((1,), (32,), (cp.uint64(0),))
+    cp.cuda.runtime.deviceSynchronize()
+    raise DeviceError("the planted illegal-address launch did not fault")
+
+
 def device_info() -> dict[str, Any]:
     """Provenance of the device for fixture manifests (name, driver, CUDA, NVRTC, cupy)."""
     cp = require_device()

@@ -145,3 +145,22 @@ def test_ray_runs_shards_as_tasks_and_brings_the_journals_home(tmp_path):
         ray.shutdown()
     assert rep.complete and rep.shards == [[0, 2], [1, 2]] and rep.mismatches == 0 and rep.tiles >= 60
     assert (tmp_path / "shard-1" / "journal.jsonl").exists()
+
+
+def test_a_crashing_worker_is_restarted_and_loses_nothing(tmp_path):
+    common = ["fuzz", INSTR, "--cases", "120", "--seed", "7", "--devices", "0,0,0", "--dry-run", "--json"]
+    r = _cli(*common, "--out", "clean", cwd=tmp_path)
+    f = _cli(*common, "--out", "faulty", "--inject-fault", "1:4", cwd=tmp_path)
+    assert r.returncode == 0 and f.returncode == 0, f.stderr
+    clean, faulty = (json.loads(x.stdout.strip().splitlines()[-1]) for x in (r, f))
+    assert clean["restarts"] == [] and [x["shard"] for x in faulty["restarts"]] == ["1/3"]
+    assert "injected fault" in (tmp_path / "faulty" / "shard-1" / "worker.log").read_text()
+    for k in range(3):  # the crashed shard resumed where it stopped; every journal equals the clean run's
+        want = {b: (x["job"], x["tiles"], x["outputs"]) for b, x in _batches(tmp_path / "clean" / f"shard-{k}" / "journal.jsonl").items()}
+        got = {b: (x["job"], x["tiles"], x["outputs"]) for b, x in _batches(tmp_path / "faulty" / f"shard-{k}" / "journal.jsonl").items()}
+        assert got == want
+    for key in ("tiles", "outputs", "batches", "shards", "mismatches"):
+        assert faulty[key] == clean[key]
+    # a worker that keeps crashing is reported, not hidden
+    bad = _cli(*common, "--out", "dead", "--inject-fault", "2:2", "--restarts", "0", cwd=tmp_path)
+    assert bad.returncode == 2 and "shard-2" in bad.stderr

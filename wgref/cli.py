@@ -367,12 +367,12 @@ def _seconds(text: str | None) -> float | None:
         raise UsageError(f"--time must look like 90, 90s, 5m or 1h, got {text!r}") from None
 
 
-def _fuzz_worker_argv(args) -> list[str]:
+def _fuzz_worker_argv(args, workers: int) -> list[str]:
     """The options a ``--devices`` worker repeats (all but --shard, --devices, --out, --json)."""
-    workers = len([d for d in str(args.devices).split(",") if d.strip()]) or 1
     per = -(-args.cases // workers)  # --cases is this invocation's total, dealt among its workers
     argv = [args.target, "--cases", str(per), "--seed", str(args.seed), "--operand", args.operand]
-    for flag, v in (("--families", args.families), ("--time", args.time), ("--chain", args.chain)):
+    for flag, v in (("--families", args.families), ("--time", args.time), ("--chain", args.chain),
+                    ("--inject-fault", args.inject_fault)):
         if v is not None:
             argv += [flag, str(v)]
     for flag, v in (("--resume", args.resume), ("--keep-going", args.keep_going), ("--dry-run", args.dry_run)):
@@ -411,9 +411,22 @@ def cmd_fuzz(args) -> int:
             from gpu.runtime import require_device
 
             require_device()
-        rep, _ = run_workers(_fuzz_worker_argv(args), parse_devices(args.devices), args.out, shard=shard,
-                             log=(lambda *_: None) if args.json else print)
-        _print_merged(rep, args.json)
+        if args.devices.strip() == "all":
+            if args.dry_run:
+                raise UsageError("--devices all counts GPUs; with --dry-run list the workers (e.g. 0,0,0)")
+            from gpu.runtime import device_count
+
+            devices = [str(i) for i in range(device_count())]
+        else:
+            devices = parse_devices(args.devices)
+        rep, restarted = run_workers(_fuzz_worker_argv(args, len(devices)), devices, args.out, shard=shard,
+                                     restarts=args.restarts, log=(lambda *_: None) if args.json else print)
+        if args.json:
+            print(json.dumps({**rep.to_dict(), "devices": devices, "restarts": restarted}))
+        else:
+            _print_merged(rep, False)
+            for r in restarted:
+                print(f"restarted: shard {r['shard']} on device {r['device']} after exit {r['exit']}")
         return 1 if rep.mismatches else 0
     if not args.dry_run:
         from gpu.runtime import require_device
@@ -460,10 +473,20 @@ def cmd_fuzz(args) -> int:
         from refmodel.numerics.wgmma import wgmma
 
         hw = lambda job, a, b, c: model_chain(wgmma, job, a, b, c)  # noqa: E731
+    fault_at = fault = None
+    if args.inject_fault:
+        try:
+            fs, fb = (int(x) for x in args.inject_fault.split(":"))
+        except ValueError:
+            raise UsageError(f"--inject-fault must look like SHARD:BATCH (e.g. 1:4), got {args.inject_fault!r}") from None
+        if fs == shard[0]:
+            fault_at = fb
+            if not args.dry_run:
+                from gpu.runtime import fault_illegal_address as fault
     rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
                seconds=_seconds(args.time), rs={"ss": False, "rs": True}.get(args.operand),
                chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
-               progress=not args.json, shard=shard, hw=hw)
+               progress=not args.json, shard=shard, hw=hw, fault_at=fault_at, fault=fault)
     if args.json:
         print(json.dumps(rep.to_dict()))
     else:
@@ -773,6 +796,10 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--devices", default=None,
                    help="one worker per listed GPU (0,1,2,3; repeat an ordinal to share a GPU); journals under "
                         "OUT/shard-k, merged at the end")
+    z.add_argument("--restarts", type=int, default=2, help="with --devices: restart a crashed worker this often")
+    z.add_argument("--inject-fault", default=None, metavar="SHARD:BATCH",
+                   help="test recovery: the worker of shard SHARD faults (an illegal-address launch; with "
+                        "--dry-run an exception) before batch BATCH, once")
     z.add_argument("--dry-run", action="store_true",
                    help="the CPU model stands in for the GPU (checks sharding and journals without a device)")
     z.add_argument("--json", action="store_true")
