@@ -404,6 +404,8 @@ def cmd_fuzz(args) -> int:
     if (args.shard or args.devices or args.dry_run) and not wgmma_target:
         raise UsageError("--shard, --devices and --dry-run apply to wgmma targets "
                          "(cvt, layout and sparse campaigns run in one process)")
+    if args.restarts < 0:
+        raise UsageError(f"--restarts must be >= 0, got {args.restarts}")
     if args.devices:
         from gpu.campaign import parse_devices, run_workers
 
