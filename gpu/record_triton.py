@@ -17,9 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-# (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out); the kernel is launched
-# with IMP = max_num_imprecise_acc or 0, so the "fp8_default" configurations run max_num_imprecise_acc=0
+# (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out).  None runs
+# max_num_imprecise_acc=0 (the "fp8_default" names are historical); "none" calls tl.dot without the
+# argument, i.e. Triton's per-target default (2**30 on sm_90 per Triton's CUDA backend)
 CONFIGS = [
+    ("fp8_none_bk128_w4", "e4m3", 128, 128, 128, 4, None, "none", "f32"),
+    ("fp8_none_bk64_w8", "e4m3", 128, 128, 64, 8, None, "none", "f32"),
+    ("fp8_e5m2_none_bk64_w4", "e5m2", 128, 128, 64, 4, None, "none", "bf16"),
     ("fp8_default_bk128_w4", "e4m3", 128, 128, 128, 4, None, None, "f32"),
     ("fp8_default_bk64_w8", "e4m3", 128, 128, 64, 8, None, None, "f32"),
     ("fp8_imp32_bk128_w4", "e4m3", 128, 128, 128, 4, None, 32, "f32"),
@@ -54,7 +58,9 @@ def explore(out: Path) -> None:
         for k in range(0, Kx, BK):
             a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
             b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            if PREC == "none":
+            if IMP == -1:
+                acc = tl.dot(a, b, acc)
+            elif PREC == "none":
                 acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP)
             else:
                 acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP)
@@ -74,7 +80,7 @@ def explore(out: Path) -> None:
         try:
             kern = mm[(M // BM, N // BN)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                           c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, PREC=prec or "none",
-                                          IMP=imp or 0, OUT=odt[o][1], num_warps=warps)
+                                          IMP=-1 if imp == "none" else (imp or 0), OUT=odt[o][1], num_warps=warps)
             torch.cuda.synchronize()
             ptx = kern.asm.get("ptx", "")
         except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
@@ -115,7 +121,7 @@ def store(explored: Path, out: Path, log=print) -> int:
             cfg = json.loads(str(z["config"]))
             a, b, c = z["a"].view(fp[cfg["dtype"]]), z["b"].view(fp[cfg["dtype"]]), z["c"].view(od[cfg["out"]])
         kw = dict(block_k=cfg["BK"], input_precision=cfg["input_precision"] or "tf32",
-                  max_num_imprecise_acc=cfg["imp"] if cfg["imp"] is not None else 0, out_dtype=od[cfg["out"]])
+                  max_num_imprecise_acc=None if cfg["imp"] == "none" else (cfg["imp"] or 0), out_dtype=od[cfg["out"]])
         try:
             d = triton_matmul(a, b, **kw)
         except Exception as e:  # not modelled: reported, not stored

@@ -24,9 +24,11 @@ e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.
                                        sums like wgmma k16 f16 (0 mismatches on the recordings)
 =====================================  ==============================================================
 
-Not reproduced yet (refused with the reason): FP8 with ``max_num_imprecise_acc=None`` follows Triton's
-default for the target (the ``max_num_imprecise_acc_default`` option); it was not recorded and is
-refused until it is.
+Not reproduced yet (refused with the reason): FP8 with ``max_num_imprecise_acc=None``.  Triton's CUDA
+backend sets the default (``max_num_imprecise_acc_default``) to 2**30 on sm_90, and its wgmma lowering
+adds a partial accumulator only when ``max_num_imprecise_acc <= BLOCK_K``: by the source, the
+default is one wgmma k32 chain over all of K with no promotion.  That is a lead until the H200
+recording (``gpu.record_triton``'s ``fp8_none`` configurations) confirms it.
 """
 
 from __future__ import annotations
@@ -96,8 +98,9 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     kw: dict[str, Any] = {}
     if "e4m3" in instr or "e5m2" in instr:
         if max_num_imprecise_acc is None:
-            raise InputError("FP8 with max_num_imprecise_acc=None follows Triton's per-target default, not yet "
-                             "recorded on the H200: pass max_num_imprecise_acc explicitly (32, 64, 128, ...)")
+            raise InputError("FP8 with max_num_imprecise_acc=None (Triton's default: 2**30 on sm_90, which by "
+                             "Triton's source means no promotion at all) is not yet recorded on the H200: pass "
+                             "max_num_imprecise_acc explicitly (0, 32, 64, 128, ...)")
         if isinstance(max_num_imprecise_acc, bool) or not isinstance(max_num_imprecise_acc, (int, np.integer)) \
                 or max_num_imprecise_acc < 0 or max_num_imprecise_acc % 32:
             raise InputError(f"max_num_imprecise_acc must be 0 or a positive multiple of 32, got "
