@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from refmodel.dtypes import bits_of, from_bits
+from refmodel.dtypes import bits_of, element_dtype, from_bits
 from refmodel.errors import InputError
 from refmodel.numerics.accumulate import AccumParams, decode_table, params_for
 from refmodel.numerics.wgmma import operand_codes, operand_spec, prepare
@@ -169,11 +169,12 @@ WGREF_HD static int wgref_int_one(const int *a, const int *b, int sb, int K, int
     return (int)(unsigned int)(unsigned long long)s;
 }
 
-/* Whole tiles: T tiles of A (64 x K codes), B (K x N codes), C (64 x N bits) -> D bits.  Codes are
-   looked up in the decode tables here (tsig/texp/tcls per operand format). */
+/* Whole tiles: T tiles of A (R x K codes), B (K x N codes), C (R x N bits) -> D bits; R = 64 for
+   dense wgmma, R = 1 for sparse (each row of A has its own gathered B rows).  Codes are looked
+   up in the decode tables here (tsig/texp/tcls per operand format). */
 #define WGREF_TILE_BODY                                                                          \
-    int t = idx / (64 * N), r = (idx / N) % 64, j = idx % N;                                    \
-    const unsigned int *ac = acodes + ((unsigned long long)t * 64 + r) * K;                                 \
+    int t = idx / (R * N), r = (idx / N) % R, j = idx % N;                                      \
+    const unsigned int *ac = acodes + ((unsigned long long)t * R + r) * K;                      \
     const unsigned int *bc = bcodes + (unsigned long long)t * K * N + j;                                    \
     short sa[64], ea[64], sbv[64], eb[64]; signed char ca[64], cb[64];                          \
     for (int k = 0; k < K; ++k) {                                                               \
@@ -185,35 +186,35 @@ WGREF_HD static int wgref_int_one(const int *a, const int *b, int sb, int K, int
 
 #ifdef __CUDACC_RTC__
 extern "C" __global__ void wgref_wgmma_model(const unsigned int *acodes, const unsigned int *bcodes,
-        const unsigned int *cbits, unsigned int *out, int T, int K, int N,
+        const unsigned int *cbits, unsigned int *out, int T, int R, int K, int N,
         const short *tsa, const short *tea, const signed char *tca,
         const short *tsb, const short *teb, const signed char *tcb, const int *pv) {
     const WgParams p = {pv[0], pv[1], pv[2], pv[3], pv[4], pv[5], pv[6], pv[7], pv[8], pv[9]};
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * 64 * N) return;
+    if (idx >= T * R * N) return;
     WGREF_TILE_BODY
 }
-extern "C" __global__ void wgref_int_model(const int *a, const int *b, const int *c, int *out, int T, int K,
-                                           int N, int clamp) {
+extern "C" __global__ void wgref_int_model(const int *a, const int *b, const int *c, int *out, int T, int R,
+                                           int K, int N, int clamp) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * 64 * N) return;
-    int t = idx / (64 * N), r = (idx / N) % 64, j = idx % N;
-    out[idx] = wgref_int_one(a + ((unsigned long long)t * 64 + r) * K, b + (unsigned long long)t * K * N + j, N, K,
+    if (idx >= T * R * N) return;
+    int t = idx / (R * N), r = (idx / N) % R, j = idx % N;
+    out[idx] = wgref_int_one(a + ((unsigned long long)t * R + r) * K, b + (unsigned long long)t * K * N + j, N, K,
                              c[idx], clamp);
 }
 #else
 extern "C" void wgref_wgmma_model_host(const unsigned int *acodes, const unsigned int *bcodes,
-        const unsigned int *cbits, unsigned int *out, int T, int K, int N,
+        const unsigned int *cbits, unsigned int *out, int T, int R, int K, int N,
         const short *tsa, const short *tea, const signed char *tca,
         const short *tsb, const short *teb, const signed char *tcb, const WgParams *pp) {
     const WgParams p = *pp;
-    for (int idx = 0; idx < T * 64 * N; ++idx) { WGREF_TILE_BODY }
+    for (int idx = 0; idx < T * R * N; ++idx) { WGREF_TILE_BODY }
 }
-extern "C" void wgref_int_model_host(const int *a, const int *b, const int *c, int *out, int T, int K,
+extern "C" void wgref_int_model_host(const int *a, const int *b, const int *c, int *out, int T, int R, int K,
                                      int N, int clamp) {
-    for (int idx = 0; idx < T * 64 * N; ++idx) {
-        int t = idx / (64 * N), r = (idx / N) % 64, j = idx % N;
-        out[idx] = wgref_int_one(a + ((unsigned long long)t * 64 + r) * K, b + (unsigned long long)t * K * N + j, N, K, c[idx], clamp);
+    for (int idx = 0; idx < T * R * N; ++idx) {
+        int t = idx / (R * N), r = (idx / N) % R, j = idx % N;
+        out[idx] = wgref_int_one(a + ((unsigned long long)t * R + r) * K, b + (unsigned long long)t * K * N + j, N, K, c[idx], clamp);
     }
 }
 #endif
@@ -275,7 +276,7 @@ def wgmma_host(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: i
         av = np.ascontiguousarray(a.reshape(T, 64, K), np.int32)
         bv = np.ascontiguousarray(b.reshape(T, K, N), np.int32)
         cv = np.ascontiguousarray(c.reshape(T, 64, N), np.int32)
-        lib.wgref_int_model_host(_ptr(av), _ptr(bv), _ptr(cv), _ptr(out), T, K, N, int(clamp))
+        lib.wgref_int_model_host(_ptr(av), _ptr(bv), _ptr(cv), _ptr(out), T, 64, K, N, int(clamp))
         return out.reshape(batch + (64, N))
     if p.k_group not in (None, K):
         raise InputError("the GPU port models one fused sum per instruction (k_group = K)")
@@ -287,7 +288,7 @@ def wgmma_host(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: i
     out = np.empty((T, 64, N), np.uint32)
     prm = kernel_params(p, sa_.mbits, sb_.mbits)
     tabs = [np.ascontiguousarray(x) for x in (*ta, *tb)]
-    lib.wgref_wgmma_model_host(_ptr(ac), _ptr(bc), _ptr(cb), _ptr(out), T, K, N, *[_ptr(x) for x in tabs],
+    lib.wgref_wgmma_model_host(_ptr(ac), _ptr(bc), _ptr(cb), _ptr(out), T, 64, K, N, *[_ptr(x) for x in tabs],
                                ctypes.byref(prm))
     return from_bits(out, form.dtype_d).reshape(batch + (64, N))
 
@@ -314,7 +315,7 @@ def wgmma_device(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a:
         out = cp.empty((T, 64, N), cp.int32)
         args = [cp.asarray(np.ascontiguousarray(x.reshape(shape), np.int32))
                 for x, shape in ((a, (T, 64, K)), (b, (T, K, N)), (c, (T, 64, N)))]
-        mod.get_function("wgref_int_model")((blocks,), (threads,), (*args, out, np.int32(T), np.int32(K),
+        mod.get_function("wgref_int_model")((blocks,), (threads,), (*args, out, np.int32(T), np.int32(64), np.int32(K),
                                                                      np.int32(N), np.int32(clamp)))
         return out.reshape(batch + (64, N))
     sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
@@ -325,6 +326,49 @@ def wgmma_device(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a:
     prm = kernel_params(p, sa_.mbits, sb_.mbits)
     pv = cp.asarray(np.array([getattr(prm, f) for f, _ in WgParams._fields_], np.int32))
     out = cp.empty((T, 64, N), cp.uint32)
-    mod.get_function("wgref_wgmma_model")((blocks,), (threads,), (ac, bc, cb, out, np.int32(T), np.int32(K),
+    mod.get_function("wgref_wgmma_model")((blocks,), (threads,), (ac, bc, cb, out, np.int32(T), np.int32(64), np.int32(K),
                                                                   np.int32(N), *tabs, pv))
     return out.reshape(batch + (64, N))
+
+
+def wgmma_sp_host(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scale_d: bool = True,
+                  imm_scale_a: int = 1, imm_scale_b: int = 1) -> np.ndarray:
+    """D of one sparse wgmma by the host build of the GPU port: the same fused sum over the K/2 kept
+    products (B's rows gathered per row of A by the metadata), with rows-per-tile R = 1.  Arguments
+    as :func:`refmodel.numerics.sparse.wgmma_sp`, which is called first to validate them."""
+    from refmodel.numerics.sparse import kept_positions, wgmma_sp
+    from refmodel.wgmma_sp_forms import parse_wgmma_sp
+
+    wgmma_sp(instr, a_compressed, meta, b, c, sp_sel=sp_sel, scale_d=scale_d, imm_scale_a=imm_scale_a,
+             imm_scale_b=imm_scale_b)  # validates every argument (and is the reference the tests compare with)
+    form = parse_wgmma_sp(instr)
+    d = form.dense
+    p = params_for(d)
+    kc, K, N = form.k_compressed, form.k, form.n
+    a = np.asarray(a_compressed)
+    T = int(np.prod(a.shape[:-2], dtype=np.int64))
+    pos = kept_positions(meta, form).reshape(T, 64, kc)
+    bb = np.asarray(b).reshape(T, K, N)
+    g = bb[np.arange(T)[:, None, None], np.where(pos < 0, 0, pos)]          # (T, 64, kc, N)
+    g = np.where((pos < 0)[..., None], np.zeros((), bb.dtype), g)            # a dropped element: +0
+    cc = (np.zeros((T, 64, N), element_dtype(form.dtype_d)) if c is None or not scale_d
+          else np.asarray(c).reshape(T, 64, N))
+    lib = host_library()
+    if form.family == "int8":
+        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        out = np.empty((T * 64, 1, N), np.int32)
+        av = np.ascontiguousarray(a.reshape(T * 64, 1, kc), np.int32)
+        bv = np.ascontiguousarray(g.reshape(T * 64, kc, N), np.int32)
+        cv = np.ascontiguousarray(cc.reshape(T * 64, 1, N), np.int32)
+        lib.wgref_int_model_host(_ptr(av), _ptr(bv), _ptr(cv), _ptr(out), T * 64, 1, kc, N, int(clamp))
+        return out.reshape(a.shape[:-2] + (64, N))
+    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
+    tabs = [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))]
+    ac = np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T * 64, 1, kc), np.uint32)
+    bc = np.ascontiguousarray(operand_codes(g, form.dtype_b, p, imm_scale_b == -1).reshape(T * 64, kc, N), np.uint32)
+    cb = np.ascontiguousarray(bits_of(cc).reshape(T * 64, 1, N), np.uint32)
+    out = np.empty((T * 64, 1, N), np.uint32)
+    prm = kernel_params(p, sa_.mbits, sb_.mbits)
+    lib.wgref_wgmma_model_host(_ptr(ac), _ptr(bc), _ptr(cb), _ptr(out), T * 64, 1, kc, N,
+                               *[_ptr(x) for x in tabs], ctypes.byref(prm))
+    return from_bits(out, d.dtype_d).reshape(a.shape[:-2] + (64, N))

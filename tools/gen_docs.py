@@ -466,8 +466,9 @@ Campaigns across processes, GPUs and hosts (`--shard`, `--devices`, `wgref merge
 **The accumulator on the GPU's CUDA cores** (`gpu/device_model.py`, towards fuzzing without the
 CPU model in the loop). refmodel's fused-sum formulas are written once more as integer C++,
 one text that NVRTC compiles for the device and the host C++ compiler compiles for CI.
-`tests/test_device_model.py` checks the host build against refmodel on all 528 dense forms,
-every fuzz input family, and random scale-d and imm-scale. The device build is checked against
+`tests/test_device_model.py` checks the host build against refmodel on all 528 dense forms (every
+fuzz input family) and all 528 sparse forms (the kept products gathered by any metadata nibble),
+with random scale-d and imm-scale. The device build is checked against
 the host build by a gpu-marked test, which has not run on the H200 yet. The fuzzer does not use
 the port yet; the CPU model stays the arbiter of every reported mismatch.
 
