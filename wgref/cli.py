@@ -395,24 +395,35 @@ def _print_merged(rep, as_json: bool) -> None:
         print(f"minimal reproducer: {r}  (wgref replay {r})")
 
 
+def _side_report(rep, as_json: bool, summary: str, where: str) -> int:
+    """Print a cvt / layout / sparse campaign's report (JSON, or its summary and first mismatch)."""
+    if as_json:
+        print(json.dumps(rep.to_dict()))
+    else:
+        print(summary)
+        if rep.repro:
+            print(f"first mismatch: {rep.first['minimal']}  ({where})")
+    return 1 if rep.mismatches else 0
+
+
 @command("fuzz")
 def cmd_fuzz(args) -> int:
     from refmodel.verify.journal import parse_shard
 
     shard = parse_shard(args.shard) if args.shard else (0, 1)
-    wgmma_target = not args.target.strip().startswith(("sparse", "layout", "cvt"))
-    if (args.shard or args.devices or args.dry_run) and not wgmma_target:
+    target, secs = args.target.strip(), _seconds(args.time)
+    if (args.shard or args.devices or args.dry_run) and target.startswith(("sparse", "layout", "cvt")):
         raise UsageError("--shard, --devices and --dry-run apply to wgmma targets "
                          "(cvt, layout and sparse campaigns run in one process)")
     if args.restarts < 0:
         raise UsageError(f"--restarts must be >= 0, got {args.restarts}")
+    if not args.dry_run:
+        from gpu.runtime import require_device
+
+        require_device()  # one line saying what is missing, exit 2
     if args.devices:
         from gpu.campaign import parse_devices, run_workers
 
-        if not args.dry_run:
-            from gpu.runtime import require_device
-
-            require_device()
         if args.devices.strip() == "all":
             if args.dry_run:
                 raise UsageError("--devices all counts GPUs; with --dry-run list the workers (e.g. 0,0,0)")
@@ -430,44 +441,20 @@ def cmd_fuzz(args) -> int:
             for r in restarted:
                 print(f"restarted: shard {r['shard']} on device {r['device']} after exit {r['exit']}")
         return 1 if rep.mismatches else 0
-    if not args.dry_run:
-        from gpu.runtime import require_device
-
-        require_device()  # one line saying what is missing, exit 2
     from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
-    if args.target.strip().startswith("sparse"):
-        rep = fuzz_sparse(args.target.strip(), cases=args.cases, seed=args.seed, seconds=_seconds(args.time),
-                          out=args.out)
-        if args.json:
-            print(json.dumps(rep.to_dict()))
-        else:
-            print(f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared, {rep.mismatches} mismatches, "
-                  f"{rep.rate:.3g} outputs/s")
-            if rep.repro:
-                print(f"first mismatch: {rep.first['minimal']}  (wgref replay {rep.repro})")
-        return 1 if rep.mismatches else 0
-    if args.target.strip().startswith("layout"):
-        rep = fuzz_layout(args.target.strip(), cases=args.cases, seed=args.seed, seconds=_seconds(args.time),
-                          out=args.out)
-        if args.json:
-            print(json.dumps(rep.to_dict()))
-        else:
-            print(f"{rep.tiles} descriptor cases, {rep.outputs} outputs compared, {rep.mismatches} mismatches, "
-                  f"{rep.rate:.3g} outputs/s")
-            if rep.repro:
-                print(f"first mismatch: {rep.first['minimal']}  (saved to {rep.repro})")
-        return 1 if rep.mismatches else 0
-    if args.target.strip().startswith("cvt"):
-        rep = fuzz_cvt(args.target, cases=args.cases * 1024, seed=args.seed, seconds=_seconds(args.time),
-                       out=args.out)
-        if args.json:
-            print(json.dumps(rep.to_dict()))
-        else:
-            print(f"{rep.outputs} conversions compared, {rep.mismatches} mismatches, {rep.rate:.3g}/s")
-            if rep.repro:
-                print(f"first mismatch: {rep.first['minimal']}  (saved to {rep.repro})")
-        return 1 if rep.mismatches else 0
+    if target.startswith("sparse"):
+        rep = fuzz_sparse(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out)
+        return _side_report(rep, args.json, f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared, "
+                            f"{rep.mismatches} mismatches, {rep.rate:.3g} outputs/s", f"wgref replay {rep.repro}")
+    if target.startswith("layout"):
+        rep = fuzz_layout(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out)
+        return _side_report(rep, args.json, f"{rep.tiles} descriptor cases, {rep.outputs} outputs compared, "
+                            f"{rep.mismatches} mismatches, {rep.rate:.3g} outputs/s", f"saved to {rep.repro}")
+    if target.startswith("cvt"):
+        rep = fuzz_cvt(args.target, cases=args.cases * 1024, seed=args.seed, seconds=secs, out=args.out)
+        return _side_report(rep, args.json, f"{rep.outputs} conversions compared, {rep.mismatches} mismatches, "
+                            f"{rep.rate:.3g}/s", f"saved to {rep.repro}")
     fams = [f for f in args.families.split(",") if f] if args.families else None
     hw = None
     if args.dry_run:  # the CPU model stands in for the GPU: checks the campaign machinery, finds nothing
@@ -486,7 +473,7 @@ def cmd_fuzz(args) -> int:
             if not args.dry_run:
                 from gpu.runtime import fault_illegal_address as fault
     rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
-               seconds=_seconds(args.time), rs={"ss": False, "rs": True}.get(args.operand),
+               seconds=secs, rs={"ss": False, "rs": True}.get(args.operand),
                chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
                progress=not args.json, shard=shard, hw=hw, fault_at=fault_at, fault=fault)
     if args.json:
