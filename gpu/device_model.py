@@ -262,6 +262,35 @@ def _ptr(x: np.ndarray):
     return x.ctypes.data_as(ctypes.c_void_p)
 
 
+def _kernel_inputs(form, p, a, b, c, imm_scale_a: int, imm_scale_b: int, T: int, R: int, K: int,
+                   N: int) -> dict:
+    """The kernels' inputs as contiguous numpy arrays, A (T, R, K), B (T, K, N), C (T, R, N): int32
+    values for integer forms; otherwise operand codes, C's bits, the two decode tables and the
+    binding row."""
+    if form.family == "int8":
+        return {"int": True, "clamp": (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp",
+                "arrays": [np.ascontiguousarray(np.asarray(x).reshape(shape), np.int32)
+                           for x, shape in ((a, (T, R, K)), (b, (T, K, N)), (c, (T, R, N)))]}
+    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
+    return {"int": False, "params": kernel_params(p, sa_.mbits, sb_.mbits),
+            "tables": [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))],
+            "arrays": [np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T, R, K), np.uint32),
+                       np.ascontiguousarray(operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(T, K, N), np.uint32),
+                       np.ascontiguousarray(bits_of(c).reshape(T, R, N), np.uint32)]}
+
+
+def _run_host(x: dict, T: int, R: int, K: int, N: int) -> np.ndarray:
+    """Raw outputs (T, R, N) of the host build: int32 values or uint32 accumulator bits."""
+    lib = host_library()
+    out = np.empty((T, R, N), np.int32 if x["int"] else np.uint32)
+    if x["int"]:
+        lib.wgref_int_model_host(*[_ptr(v) for v in x["arrays"]], _ptr(out), T, R, K, N, int(x["clamp"]))
+    else:
+        lib.wgref_wgmma_model_host(*[_ptr(v) for v in x["arrays"]], _ptr(out), T, R, K, N,
+                                   *[_ptr(v) for v in x["tables"]], ctypes.byref(x["params"]))
+    return out
+
+
 def wgmma_host(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 1,
                imm_scale_b: int = 1) -> np.ndarray:
     """D of one wgmma computed by the host build of the GPU port (same arguments as
@@ -269,28 +298,10 @@ def wgmma_host(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: i
     form, p, a, b, c, batch = prepare(instr, a, b, c, scale_d, imm_scale_a, imm_scale_b, None)
     K, N = form.k, form.n
     T = int(np.prod(batch, dtype=np.int64))
-    lib = host_library()
-    if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
-        out = np.empty((T, 64, N), np.int32)
-        av = np.ascontiguousarray(a.reshape(T, 64, K), np.int32)
-        bv = np.ascontiguousarray(b.reshape(T, K, N), np.int32)
-        cv = np.ascontiguousarray(c.reshape(T, 64, N), np.int32)
-        lib.wgref_int_model_host(_ptr(av), _ptr(bv), _ptr(cv), _ptr(out), T, 64, K, N, int(clamp))
-        return out.reshape(batch + (64, N))
-    if p.k_group not in (None, K):
+    if form.family != "int8" and p.k_group not in (None, K):
         raise InputError("the GPU port models one fused sum per instruction (k_group = K)")
-    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-    ta, tb = decode_table(sa_), decode_table(sb_)
-    ac = np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T, 64, K), np.uint32)
-    bc = np.ascontiguousarray(operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(T, K, N), np.uint32)
-    cb = np.ascontiguousarray(bits_of(c).reshape(T, 64, N), np.uint32)
-    out = np.empty((T, 64, N), np.uint32)
-    prm = kernel_params(p, sa_.mbits, sb_.mbits)
-    tabs = [np.ascontiguousarray(x) for x in (*ta, *tb)]
-    lib.wgref_wgmma_model_host(_ptr(ac), _ptr(bc), _ptr(cb), _ptr(out), T, 64, K, N, *[_ptr(x) for x in tabs],
-                               ctypes.byref(prm))
-    return from_bits(out, form.dtype_d).reshape(batch + (64, N))
+    raw = _run_host(_kernel_inputs(form, p, a, b, c, imm_scale_a, imm_scale_b, T, 64, K, N), T, 64, K, N)
+    return (raw if form.family == "int8" else from_bits(raw, form.dtype_d)).reshape(batch + (64, N))
 
 
 def wgmma_device(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 1,
@@ -301,33 +312,24 @@ def wgmma_device(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a:
     from .runtime import compile_module, require_device
 
     cp = require_device()
-    form, p, a, b, c, batch = prepare(instr, cp.asnumpy(a) if hasattr(a, "device") else a,
-                                      cp.asnumpy(b) if hasattr(b, "device") else b,
-                                      None if c is None else (cp.asnumpy(c) if hasattr(c, "device") else c),
-                                      scale_d, imm_scale_a, imm_scale_b, None)
+    host = [None if x is None else (cp.asnumpy(x) if hasattr(x, "device") else x) for x in (a, b, c)]
+    form, p, a, b, c, batch = prepare(instr, *host, scale_d, imm_scale_a, imm_scale_b, None)
     K, N = form.k, form.n
     T = int(np.prod(batch, dtype=np.int64))
-    mod = compile_module(SOURCE)
+    x = _kernel_inputs(form, p, a, b, c, imm_scale_a, imm_scale_b, T, 64, K, N)
+    arrays = [cp.asarray(v) for v in x["arrays"]]
     threads = 256
-    blocks = (T * 64 * N + threads - 1) // threads
-    if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+    grid = ((T * 64 * N + threads - 1) // threads,)
+    dims = (np.int32(T), np.int32(64), np.int32(K), np.int32(N))
+    mod = compile_module(SOURCE)
+    if x["int"]:
         out = cp.empty((T, 64, N), cp.int32)
-        args = [cp.asarray(np.ascontiguousarray(x.reshape(shape), np.int32))
-                for x, shape in ((a, (T, 64, K)), (b, (T, K, N)), (c, (T, 64, N)))]
-        mod.get_function("wgref_int_model")((blocks,), (threads,), (*args, out, np.int32(T), np.int32(64), np.int32(K),
-                                                                     np.int32(N), np.int32(clamp)))
-        return out.reshape(batch + (64, N))
-    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-    tabs = [cp.asarray(np.ascontiguousarray(x)) for x in (*decode_table(sa_), *decode_table(sb_))]
-    ac = cp.asarray(np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T, 64, K), np.uint32))
-    bc = cp.asarray(np.ascontiguousarray(operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(T, K, N), np.uint32))
-    cb = cp.asarray(np.ascontiguousarray(bits_of(c).reshape(T, 64, N), np.uint32))
-    prm = kernel_params(p, sa_.mbits, sb_.mbits)
-    pv = cp.asarray(np.array([getattr(prm, f) for f, _ in WgParams._fields_], np.int32))
-    out = cp.empty((T, 64, N), cp.uint32)
-    mod.get_function("wgref_wgmma_model")((blocks,), (threads,), (ac, bc, cb, out, np.int32(T), np.int32(64), np.int32(K),
-                                                                  np.int32(N), *tabs, pv))
+        mod.get_function("wgref_int_model")(grid, (threads,), (*arrays, out, *dims, np.int32(x["clamp"])))
+    else:
+        pv = cp.asarray(np.array([getattr(x["params"], f) for f, _ in WgParams._fields_], np.int32))
+        out = cp.empty((T, 64, N), cp.uint32)
+        mod.get_function("wgref_wgmma_model")(grid, (threads,), (*arrays, out, *dims,
+                                                                 *[cp.asarray(v) for v in x["tables"]], pv))
     return out.reshape(batch + (64, N))
 
 
@@ -342,8 +344,7 @@ def wgmma_sp_host(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0,
     wgmma_sp(instr, a_compressed, meta, b, c, sp_sel=sp_sel, scale_d=scale_d, imm_scale_a=imm_scale_a,
              imm_scale_b=imm_scale_b)  # validates every argument (and is the reference the tests compare with)
     form = parse_wgmma_sp(instr)
-    d = form.dense
-    p = params_for(d)
+    p = params_for(form.dense)
     kc, K, N = form.k_compressed, form.k, form.n
     a = np.asarray(a_compressed)
     T = int(np.prod(a.shape[:-2], dtype=np.int64))
@@ -353,22 +354,5 @@ def wgmma_sp_host(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0,
     g = np.where((pos < 0)[..., None], np.zeros((), bb.dtype), g)            # a dropped element: +0
     cc = (np.zeros((T, 64, N), element_dtype(form.dtype_d)) if c is None or not scale_d
           else np.asarray(c).reshape(T, 64, N))
-    lib = host_library()
-    if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
-        out = np.empty((T * 64, 1, N), np.int32)
-        av = np.ascontiguousarray(a.reshape(T * 64, 1, kc), np.int32)
-        bv = np.ascontiguousarray(g.reshape(T * 64, kc, N), np.int32)
-        cv = np.ascontiguousarray(cc.reshape(T * 64, 1, N), np.int32)
-        lib.wgref_int_model_host(_ptr(av), _ptr(bv), _ptr(cv), _ptr(out), T * 64, 1, kc, N, int(clamp))
-        return out.reshape(a.shape[:-2] + (64, N))
-    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-    tabs = [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))]
-    ac = np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T * 64, 1, kc), np.uint32)
-    bc = np.ascontiguousarray(operand_codes(g, form.dtype_b, p, imm_scale_b == -1).reshape(T * 64, kc, N), np.uint32)
-    cb = np.ascontiguousarray(bits_of(cc).reshape(T * 64, 1, N), np.uint32)
-    out = np.empty((T * 64, 1, N), np.uint32)
-    prm = kernel_params(p, sa_.mbits, sb_.mbits)
-    lib.wgref_wgmma_model_host(_ptr(ac), _ptr(bc), _ptr(cb), _ptr(out), T * 64, 1, kc, N,
-                               *[_ptr(x) for x in tabs], ctypes.byref(prm))
-    return from_bits(out, d.dtype_d).reshape(a.shape[:-2] + (64, N))
+    raw = _run_host(_kernel_inputs(form, p, a, g, cc, imm_scale_a, imm_scale_b, T * 64, 1, kc, N), T * 64, 1, kc, N)
+    return (raw if form.family == "int8" else from_bits(raw, form.dense.dtype_d)).reshape(a.shape[:-2] + (64, N))
