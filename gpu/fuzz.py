@@ -205,6 +205,14 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     return rep
 
 
+def model_device(job: Job, a, b, c) -> np.ndarray:
+    """The CPU model standing in for the GPU (``wgref fuzz --dry-run``): the campaign machinery runs
+    end to end and, by construction, finds nothing."""
+    from refmodel.numerics.wgmma import wgmma
+
+    return model_chain(wgmma, job, a, b, c)
+
+
 def _default_fault() -> None:
     raise RuntimeError("injected fault (wgref fuzz --inject-fault)")
 

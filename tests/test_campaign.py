@@ -9,23 +9,12 @@ import sys
 import pytest
 
 from gpu.fuzz import fuzz
-from gpu.record_wgmma import model_chain
+from gpu.fuzz import model_device as honest
 from refmodel.errors import InputError
-from refmodel.numerics.wgmma import wgmma
 from refmodel.verify.journal import merge_journals, parse_shard, read_journal, split_shard
+from test_fuzz import drops_last_k  # the planted-bug 'device' of the single-process tests
 
 INSTR = "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3"
-
-
-def honest(job, a, b, c):
-    return model_chain(wgmma, job, a, b, c)
-
-
-def drops_last_k(job, a, b, c):
-    a = a.copy()
-    k = job.form.k
-    a[..., k - 1::k] = 0
-    return model_chain(wgmma, job, a, b, c)
 
 
 def _batches(journal):

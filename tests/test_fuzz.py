@@ -7,16 +7,13 @@ import numpy as np
 import pytest
 
 from gpu.fuzz import fuzz, select_forms
+from gpu.fuzz import model_device as honest
 from gpu.record_wgmma import model_chain
 from refmodel.verify.case import load_case
 from refmodel.errors import InputError
 from refmodel.numerics.wgmma import wgmma
 
 INSTR = "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3"
-
-
-def honest(job, a, b, c):
-    return model_chain(wgmma, job, a, b, c)
 
 
 def drops_last_k(job, a, b, c):

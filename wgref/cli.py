@@ -456,12 +456,9 @@ def cmd_fuzz(args) -> int:
         return _side_report(rep, args.json, f"{rep.outputs} conversions compared, {rep.mismatches} mismatches, "
                             f"{rep.rate:.3g}/s", f"saved to {rep.repro}")
     fams = [f for f in args.families.split(",") if f] if args.families else None
-    hw = None
-    if args.dry_run:  # the CPU model stands in for the GPU: checks the campaign machinery, finds nothing
-        from gpu.record_wgmma import model_chain
-        from refmodel.numerics.wgmma import wgmma
+    from gpu.fuzz import model_device
 
-        hw = lambda job, a, b, c: model_chain(wgmma, job, a, b, c)  # noqa: E731
+    hw = model_device if args.dry_run else None
     fault_at = fault = None
     if args.inject_fault:
         try:
