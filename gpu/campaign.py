@@ -30,12 +30,19 @@ def parse_devices(text: str) -> list[str]:
     return devs
 
 
-def _finished_cleanly(code: int, log_path: Path) -> bool:
+def worker_command(fuzz_argv: list[str], shard: tuple[int, int], out: str | Path,
+                   python: Optional[str] = None) -> list[str]:
+    """The command line of one worker: ``wgref fuzz <fuzz_argv> --shard i/n --out OUT --json``."""
+    return [python or sys.executable, "-m", "wgref.cli", "fuzz", *fuzz_argv, "--shard", f"{shard[0]}/{shard[1]}",
+            "--out", str(out), "--json"]
+
+
+def finished_cleanly(code: int, log: str) -> bool:
     """A worker is done when it exits 0 (clean) or 1 (mismatches found) *and* printed its JSON report
     last; a crash (a GPU fault, a traceback: also exit 1) prints none."""
     if code not in (0, 1):
         return False
-    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    lines = [ln for ln in log.splitlines() if ln.strip()]
     try:
         return bool(lines) and "outputs" in json.loads(lines[-1])
     except ValueError:
@@ -55,13 +62,12 @@ def run_workers(fuzz_argv: list[str], devices: list[str], out: str | Path, *,
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    py = python or sys.executable
 
     def start(si, sn, dev, resume):
         wdir = out / f"shard-{si}"
         wdir.mkdir(parents=True, exist_ok=True)
         argv = list(fuzz_argv) + (["--resume"] if resume and "--resume" not in fuzz_argv else [])
-        cmd = [py, "-m", "wgref.cli", "fuzz", *argv, "--shard", f"{si}/{sn}", "--out", str(wdir), "--json"]
+        cmd = worker_command(argv, (si, sn), wdir, python)
         fh = open(wdir / "worker.log", "a")
         fh.write(f"--- {' '.join(cmd[3:])}  (CUDA_VISIBLE_DEVICES={dev})\n")
         fh.flush()
@@ -84,7 +90,7 @@ def run_workers(fuzz_argv: list[str], devices: list[str], out: str | Path, *,
             fh.close()
             del running[si]
             wlog = out / f"shard-{si}" / "worker.log"
-            if _finished_cleanly(code, wlog):
+            if finished_cleanly(code, wlog.read_text(errors="replace")):
                 continue
             if tries < restarts:
                 restarted.append({"shard": f"{si}/{sn}", "device": dev, "exit": code, "attempt": tries + 1})

@@ -23,13 +23,13 @@ from typing import Optional
 from refmodel.errors import InputError
 from refmodel.verify.journal import MergedReport, merge_journals
 
+from .campaign import finished_cleanly, worker_command
+
 
 def _run_shard(fuzz_argv: list[str], shard: tuple[int, int], python: str) -> dict:
     """One shard in a scratch folder; returns its files (name -> bytes) and the exit code."""
     with tempfile.TemporaryDirectory(prefix="wgref-shard-") as tmp:
-        cmd = [python, "-m", "wgref.cli", "fuzz", *fuzz_argv, "--shard", f"{shard[0]}/{shard[1]}",
-               "--out", tmp, "--json"]
-        p = subprocess.run(cmd, capture_output=True)
+        p = subprocess.run(worker_command(fuzz_argv, shard, tmp, python), capture_output=True)
         files = {f.relative_to(tmp).as_posix(): f.read_bytes() for f in Path(tmp).rglob("*") if f.is_file()}
         return {"files": files, "code": p.returncode, "log": (p.stdout + p.stderr).decode(errors="replace")}
 
@@ -58,7 +58,7 @@ def run_ray(fuzz_argv: list[str], shards: int, out: str | Path, *, gpus_per_shar
             (wdir / name).parent.mkdir(parents=True, exist_ok=True)
             (wdir / name).write_bytes(data)
         (wdir / "worker.log").write_text(res["log"])
-        if res["code"] not in (0, 1):
+        if not finished_cleanly(res["code"], res["log"]):  # the same rule as the local launcher
             failed.append(f"shard-{k} (exit {res['code']}, see {wdir / 'worker.log'})")
         log(f"shard {k}/{shards} done (exit {res['code']})")
     if failed:
