@@ -19,6 +19,7 @@ from refmodel.layouts.stmatrix import parse_matrix_instr
 from refmodel.wgmma_forms import WgmmaForm, parse_wgmma
 
 from .runtime import compile_module, require_device
+from .wgmma_asm import accumulator_io, imm_tail, wgmma_asm
 
 _SBASE = r"""
 __device__ __forceinline__ u32 smem_base_of(const void* p) {
@@ -124,26 +125,9 @@ def wgmma_kernel_source(v: WgmmaVariant) -> str:
     if v.rs and v.trans_a:
         raise InputError("RS wgmma has no imm-trans-a")
     nregs = f.d_regs
-    is_f32 = f.dtype_d == "f32"
-    acc_t, con = ("float", "+f") if is_f32 else ("u32", "+r")
-    load = "__uint_as_float(cin[cb + i])" if is_f32 else "cin[cb + i]"
-    store = "__float_as_uint(d[i])" if is_f32 else "d[i]"
-    dlist = ", ".join(f"%{i}" for i in range(nregs))
-    outs = ", ".join(f'"{con}"(d[{i}])' for i in range(nregs))
-    if v.rs:
-        a_op = "{" + ", ".join(f"%{nregs + j}" for j in range(4)) + "}"
-        b_op, p_op = f"%{nregs + 4}", f"%{nregs + 5}"
-        ins = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(sd)'
-    else:
-        a_op, b_op, p_op = f"%{nregs}", f"%{nregs + 1}", f"%{nregs + 2}"
-        ins = '"l"(da), "l"(db), "r"(sd)'
-    tail = ""
-    if f.has_imm_scale:
-        tail += f", {v.imm_scale_a}, {v.imm_scale_b}"
-    if f.has_transpose:
-        tail += f", {v.trans_b}" if v.rs else f", {v.trans_a}, {v.trans_b}"
-    asm = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {p_op}, 0;\\n'
-           f'{f.instr} {{{dlist}}}, {a_op}, {b_op}, p{tail};\\n}}\\n"\n      : {outs}\n      : {ins});')
+    acc_t, con, load, store = accumulator_io(f.dtype_d, "cb")
+    asm = wgmma_asm(f.instr, nregs, f.dtype_d, rs=v.rs,
+                    tail=imm_tail(f, v.rs, v.imm_scale_a, v.imm_scale_b, v.trans_a, v.trans_b))
     return _SBASE + f"""
 #define NREGS {nregs}
 extern "C" __global__ void __launch_bounds__(128, 1)

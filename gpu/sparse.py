@@ -14,6 +14,7 @@ from refmodel.wgmma_sp_forms import WgmmaSpForm, parse_wgmma_sp
 
 from .layouts import _SBASE, _set_smem
 from .runtime import compile_module, require_device
+from .wgmma_asm import accumulator_io, imm_tail, wgmma_asm
 
 
 @dataclass(frozen=True)
@@ -42,27 +43,9 @@ def sp_kernel_source(v: SpVariant) -> str:
     if (v.trans_a or v.trans_b) and not f.has_transpose:
         raise InputError(f"{f.instr}: imm-trans only for f16/bf16")
     nregs = f.d_regs
-    is_f32 = f.dtype_d == "f32"
-    acc_t, con = ("float", "+f") if is_f32 else ("u32", "+r")
-    load = "__uint_as_float(cin[cb + i])" if is_f32 else "cin[cb + i]"
-    store = "__float_as_uint(d[i])" if is_f32 else "d[i]"
-    dlist = ", ".join(f"%{i}" for i in range(nregs))
-    outs = ", ".join(f'"{con}"(d[{i}])' for i in range(nregs))
-    if v.rs:
-        a_op = "{" + ", ".join(f"%{nregs + j}" for j in range(4)) + "}"
-        b_op, m_op, p_op = f"%{nregs + 4}", f"%{nregs + 5}", f"%{nregs + 6}"
-        ins = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(mt), "r"(sd)'
-    else:
-        a_op, b_op, m_op, p_op = f"%{nregs}", f"%{nregs + 1}", f"%{nregs + 2}", f"%{nregs + 3}"
-        ins = '"l"(da), "l"(db), "r"(mt), "r"(sd)'
-    tail = ""
-    if f.has_imm_scale:
-        tail += f", {v.imm_scale_a}, {v.imm_scale_b}"
-    if f.has_transpose:
-        tail += f", {v.trans_b}" if v.rs else f", {v.trans_a}, {v.trans_b}"
-    asm = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {p_op}, 0;\\n'
-           f'{f.instr} {{{dlist}}}, {a_op}, {b_op}, {m_op}, {v.sp_sel}, p{tail};\\n}}\\n"\n'
-           f'      : {outs}\n      : {ins});')
+    acc_t, con, load, store = accumulator_io(f.dtype_d, "cb")
+    asm = wgmma_asm(f.instr, nregs, f.dtype_d, rs=v.rs, sp_sel=v.sp_sel,
+                    tail=imm_tail(f, v.rs, v.imm_scale_a, v.imm_scale_b, v.trans_a, v.trans_b))
     return _SBASE + f"""
 #define NREGS {nregs}
 extern "C" __global__ void __launch_bounds__(128, 1)

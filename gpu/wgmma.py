@@ -27,6 +27,9 @@ from refmodel.layouts.fragment import (accumulator_layout, element_dtype, from_b
                                pack_accumulator, raw_bits, unpack_accumulator)
 from refmodel.wgmma_forms import M, WgmmaForm, parse_wgmma
 
+from .wgmma_asm import accumulator_io, imm_tail
+from .wgmma_asm import wgmma_asm as _wgmma_asm
+
 THREADS = 128
 KBYTES = 32  # every dense form reads 32 bytes of K per row
 A_IMAGE_BYTES = M * KBYTES
@@ -95,29 +98,9 @@ def kernel_source(form: str | WgmmaForm, *, rs: bool = False, chain: int = 1, im
     _check_scales(form, imm_scale_a, imm_scale_b)
     plan = plan_stages(form, chain, rs, budget=budget)
     nregs = form.d_regs
-    is_f32 = form.dtype_d == "f32"
-    acc_t = "float" if is_f32 else "u32"
-    con = "+f" if is_f32 else "+r"
-    load = "__uint_as_float(cin[cbase + i])" if is_f32 else "cin[cbase + i]"
-    store = "__float_as_uint(d[i])" if is_f32 else "d[i]"
-
-    dlist = ", ".join(f"%{i}" for i in range(nregs))
-    outs = ", ".join(f'"{con}"(d[{i}])' for i in range(nregs))
-    if rs:
-        a_op = "{" + ", ".join(f"%{nregs + j}" for j in range(4)) + "}"
-        b_op, p_op = f"%{nregs + 4}", f"%{nregs + 5}"
-        ins = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(sd)'
-    else:
-        a_op, b_op, p_op = f"%{nregs}", f"%{nregs + 1}", f"%{nregs + 2}"
-        ins = '"l"(da), "l"(db), "r"(sd)'
-    tail = ""
-    if form.has_imm_scale:
-        tail += f", {imm_scale_a}, {imm_scale_b}"
-    if form.has_transpose:
-        tail += ", 0" if rs else ", 0, 0"  # RS f16/bf16 has only imm-trans-b
-    wgmma_asm = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {p_op}, 0;\\n'
-                 f'{form.instr} {{{dlist}}}, {a_op}, {b_op}, p{tail};\\n}}\\n"\n'
-                 f'      : {outs}\n      : {ins});')
+    acc_t, con, load, store = accumulator_io(form.dtype_d, "cbase")
+    wgmma_asm = _wgmma_asm(form.instr, nregs, form.dtype_d, rs=rs,
+                           tail=imm_tail(form, rs, imm_scale_a, imm_scale_b))  # no imm-trans: 0
 
     if rs:
         step_body = f"""
