@@ -109,13 +109,13 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             perm = mma_sync_fp8_k_order(K)
             d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
                      instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
-            return d if _OUT[od] is None else round_to_format(d, _OUT[od]).view(od)
+            return _store(d, od)
         kw["promote_every"] = min(int(max_num_imprecise_acc), int(block_k)) // 32
     elif max_num_imprecise_acc not in (None, 0):
         raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
     if a.dtype == np.float32 and input_precision == "ieee":
         d = _fma_matmul(np.ascontiguousarray(a), np.ascontiguousarray(b))
-        return d if _OUT[od] is None else round_to_format(d, _OUT[od]).view(od)
+        return _store(d, od)
     if a.dtype == np.float32 and input_precision == "tf32x3":
         big_a, big_b = rna_tf32(a), rna_tf32(b)
         small_a, small_b = (a - big_a).astype(np.float32), (b - big_b).astype(np.float32)
@@ -126,8 +126,13 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
             q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
             acc = (acc + q).astype(np.float32)
-        return acc if _OUT[od] is None else round_to_format(acc, _OUT[od]).view(od)
+        return _store(acc, od)
     return gemm(a, b, instr=instr, out_dtype=_OUT[od], **kw)
+
+
+def _store(acc: np.ndarray, od: np.dtype) -> np.ndarray:
+    """``acc.to(out_dtype)``: the f32 accumulator rounded (to nearest even) to the output dtype."""
+    return acc if _OUT[od] is None else round_to_format(acc, _OUT[od]).view(od)
 
 
 def mma_sync_fp8_k_order(K: int) -> np.ndarray:
