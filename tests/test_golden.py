@@ -179,3 +179,14 @@ def test_wgref_golden_cli_reproduces_recorded_torch_scaled_mm(tmp_path):
                            text=True)
         assert r.returncode == 0, r.stderr
         assert np.array_equal(np.load(tmp_path / "d.npy").view(np.int16), want)
+
+
+def test_every_path_stores_with_the_same_cvt_rn_rule_overflow_to_inf():
+    # acc.to(f16): an f32 sum past 65504 becomes Inf on every schedule (one shared output rule)
+    big = np.full((64, 32), 300.0, np.float32), np.full((32, 8), 300.0, np.float32)
+    for prec in ("tf32", "tf32x3", "ieee"):
+        assert np.all(np.isposinf(triton_matmul(*big, block_k=32, input_precision=prec, out_dtype=np.float16)))
+    f8 = ml_dtypes.float8_e4m3fn
+    a8, b8 = (x.clip(-448, 448).astype(f8) for x in big)
+    for imp in (0, 32):
+        assert np.all(np.isposinf(triton_matmul(a8, b8, block_k=32, max_num_imprecise_acc=imp, out_dtype=np.float16)))

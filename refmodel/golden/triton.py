@@ -43,8 +43,7 @@ from ..errors import DTypeError, InputError
 import numba
 
 from ..numerics.accumulate import fma_f32
-from ..numerics.fp8 import round_to_format
-from ..numerics.gemm import gemm
+from ..numerics.gemm import _convert, gemm
 from ..validate import _describe, as_array
 
 _FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
@@ -131,8 +130,8 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
 
 
 def _store(acc: np.ndarray, od: np.dtype) -> np.ndarray:
-    """``acc.to(out_dtype)``: the f32 accumulator rounded (to nearest even) to the output dtype."""
-    return acc if _OUT[od] is None else round_to_format(acc, _OUT[od]).view(od)
+    """``acc.to(out_dtype)`` (cvt.rn: to nearest even, overflow to Inf): refmodel.gemm's output rule."""
+    return _convert(acc, od)
 
 
 def mma_sync_fp8_k_order(K: int) -> np.ndarray:
