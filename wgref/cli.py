@@ -268,15 +268,15 @@ def cmd_diff(args) -> int:
 
 # ----------------------------------------------------------------------------- golden
 
-_GOLDEN_DT = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+_GOLDEN_DT = ("e4m3", "e5m2", "f16", "bf16", "f32")
 
 
 def _as_dtype(x: np.ndarray, name: str, dt: str) -> np.ndarray:
     """An array loaded from .npy as ``dt``: raw codes (unsigned ints), or the saved dtype itself
     (ml_dtypes arrays come back from np.save as void of the same width)."""
-    import ml_dtypes
+    from refmodel.dtypes import element_dtype
 
-    want = np.dtype(getattr(ml_dtypes, _GOLDEN_DT[dt], None) or getattr(np, _GOLDEN_DT[dt]))
+    want = np.dtype(element_dtype(dt))
     if x.dtype == want:
         return x
     if x.dtype.kind in "uV" and x.dtype.itemsize == want.itemsize:
@@ -286,7 +286,7 @@ def _as_dtype(x: np.ndarray, name: str, dt: str) -> np.ndarray:
 
 @command("golden")
 def cmd_golden(args) -> int:
-    from refmodel.dtypes import bits_of
+    from refmodel.dtypes import bits_of, element_dtype
     from refmodel.fileio import atomic_write
 
     a, b = _load_array(args.a), _load_array(args.b)
@@ -297,8 +297,7 @@ def cmd_golden(args) -> int:
             raise UsageError("wgref golden triton needs --block-k (the kernel's BLOCK_K)")
         d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), block_k=args.block_k,
                           input_precision=args.input_precision, max_num_imprecise_acc=args.imp,
-                          out_dtype=np.dtype(getattr(__import__("ml_dtypes"), _GOLDEN_DT[args.out_dtype], None)
-                                             or getattr(np, _GOLDEN_DT[args.out_dtype])))
+                          out_dtype=np.dtype(element_dtype(args.out_dtype)))
     else:  # torch._scaled_mm
         from refmodel.numerics.scaled_mm import scaled_mm
 
