@@ -32,7 +32,7 @@ def triton_page() -> str:
     for e in man["entries"]:
         m, p = e["meta"], e["provenance"]
         rows.append(f"| {e['file'][:-4]} | {m['dtype']} | {m['BK']} | {m['warps']} | {m['input_precision'] or '–'} | "
-                    f"{m['imp'] if m['imp'] is not None else '–'} | {m['out']} | "
+                    f"{m['imp'] if m['imp'] is not None else ('None (default)' if m['dtype'] in ('e4m3', 'e5m2') else '–')} | {m['out']} | "
                     f"{m['recorded_shape'][0]}x{m['recorded_shape'][2]}x{m['recorded_shape'][1]} | "
                     f"{e['cases']:,} | Triton {p['triton']} |")
     doc = T.__doc__.split("\n\n", 1)[1]
@@ -64,7 +64,10 @@ configuration (with the A rows and B columns they depend on), replayed by CI:
 
 What this means for accuracy: Triton's FP8 `tl.dot` is refmodel's FP8 wgmma chain (13-bit
 accumulator, `docs/accumulator.md`) with a float32 promotion every `max_num_imprecise_acc` K elements
-(capped at BLOCK_K) — the same cure DeepGEMM and cuBLAS's precise mode use, at the interval you choose.
+(and at the end of every BLOCK_K slice) — the same cure DeepGEMM and cuBLAS's precise mode use, at the
+interval you choose.  **Triton's default on sm_90 does not promote at all**: with
+`max_num_imprecise_acc` left out (2**30) or larger than BLOCK_K the whole K is one 13-bit-aligned
+wgmma chain, as in the `fp8_*none*` recordings (no `add.f32` in their PTX).
 With `max_num_imprecise_acc=0` Triton leaves wgmma altogether: it widens FP8 to f16 (exact) and runs
 `mma.sync.m16n8k16`, whose sums on the H200 are those of wgmma k16 f16 (25-bit aligned sum, f32
 accumulator) — but in a K order of its own: in every 32-wide K window the first instruction takes

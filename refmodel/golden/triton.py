@@ -16,19 +16,18 @@ f32, ``input_precision="tf32x3"``      per BLOCK_K slice: big = cvt.rna.tf32(x),
                                        Q = big_a·big_b chained on P; acc = acc + Q (add.f32)
 f32, ``input_precision="ieee"``        CUDA-core FMAs in K order: acc = fma(a[k], b[k], acc),
                                        k = 0 .. K-1 (one correctly rounded FMA each)
-e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain; every min(m, BLOCK_K)/32 instructions the
-(m = 32, 64, 128 recorded)             partial sum is added into the f32 accumulator (``add.f32``:
-                                       refmodel's promotion with unit scales)
+e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain cut, inside each BLOCK_K slice, into groups of
+(0 < m <= BLOCK_K; 32, 64, 128 recorded) ceil(m/32) instructions (the last group of a slice may be
+                                       shorter); each group's partial sum is added into the f32
+                                       accumulator (``add.f32``: refmodel's promotion, unit scales)
+e4m3/e5m2, ``max_num_imprecise_acc``   one wgmma k32 chain over the whole K, no promotion: Triton's
+None (default) or m > BLOCK_K          sm_90 default is 2**30, and its wgmma lowering keeps a partial
+                                       accumulator only when m <= BLOCK_K (H200: no ``add.f32`` in
+                                       the PTX, 0 mismatches on the recordings)
 e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
                                        over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync
                                        sums like wgmma k16 f16 (0 mismatches on the recordings)
 =====================================  ==============================================================
-
-Not reproduced yet (refused with the reason): FP8 with ``max_num_imprecise_acc=None``.  Triton's CUDA
-backend sets the default (``max_num_imprecise_acc_default``) to 2**30 on sm_90, and its wgmma lowering
-adds a partial accumulator only when ``max_num_imprecise_acc <= BLOCK_K``: by the source, the
-default is one wgmma k32 chain over all of K with no promotion.  That is a lead until the H200
-recording (``gpu.record_triton``'s ``fp8_none`` configurations) confirms it.
 """
 
 from __future__ import annotations
@@ -96,20 +95,27 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
         raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
     kw: dict[str, Any] = {}
     if "e4m3" in instr or "e5m2" in instr:
-        if max_num_imprecise_acc is None:
-            raise InputError("FP8 with max_num_imprecise_acc=None (Triton's default: 2**30 on sm_90, which by "
-                             "Triton's source means no promotion at all) is not yet recorded on the H200: pass "
-                             "max_num_imprecise_acc explicitly (0, 32, 64, 128, ...)")
-        if isinstance(max_num_imprecise_acc, bool) or not isinstance(max_num_imprecise_acc, (int, np.integer)) \
-                or max_num_imprecise_acc < 0 or max_num_imprecise_acc % 32:
-            raise InputError(f"max_num_imprecise_acc must be 0 or a positive multiple of 32, got "
-                             f"{_describe(max_num_imprecise_acc)}")
-        if max_num_imprecise_acc == 0:
+        m = max_num_imprecise_acc
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0):
+            raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
+        if m == 0:
             perm = mma_sync_fp8_k_order(K)
             d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
                      instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
             return _store(d, od)
-        kw["promote_every"] = min(int(max_num_imprecise_acc), int(block_k)) // 32
+        if m is None or m > block_k:  # Triton keeps no partial accumulator: one chain over all of K
+            return gemm(a, b, instr=instr, out_dtype=_OUT[od])
+        group = -(-int(m) // kinstr)           # instructions per partial sum
+        per_slice = block_k // kinstr
+        if per_slice % group == 0:
+            kw["promote_every"] = group
+        else:                                   # groups restart at every tl.dot (BLOCK_K slice)
+            acc = np.zeros((M, N), np.float32)
+            for k0 in range(0, K, block_k):
+                for g0 in range(0, per_slice, group):
+                    ks = slice(k0 + g0 * kinstr, k0 + min(g0 + group, per_slice) * kinstr)
+                    acc = (acc + gemm(a[:, ks], b[ks], instr=instr)).astype(np.float32)
+            return _store(acc, od)
     elif max_num_imprecise_acc not in (None, 0):
         raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
     if a.dtype == np.float32 and input_precision == "ieee":
