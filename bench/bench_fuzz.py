@@ -1,7 +1,11 @@
 """Benchmark (on the H200): end-to-end outputs/s of an e4m3 m64n256k32 fuzz campaign,
-next to the hardware alone and the model alone, measured in the same run.
+next to the hardware alone and the model alone, measured in the same run — for both engines:
 
-    python bench/bench_fuzz.py [--seconds 30] [--tiles 256]
+* ``--engine gpu`` (gpu/fuzz_device.py): inputs, hardware, the GPU port of the model and the
+  comparison on the GPU; stages timed alone on the same batch, then a campaign end to end;
+* ``--engine cpu`` (gpu/fuzz.py): inputs and refmodel (numba) on the host, the baseline.
+
+    python bench/bench_fuzz.py [--engine both] [--seconds 30] [--tiles 256] [--gpu-tiles 8192]
 """
 
 import argparse
@@ -14,11 +18,57 @@ import numpy as np
 INSTR = "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"
 
 
+def gpu_engine(seconds: float, tiles: int, targets=(INSTR, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+                                                       "e4m3,bf16")) -> dict:
+    """Stage rates and end-to-end rate of the GPU engine; returns {target: end-to-end outputs/s}."""
+    import cupy as cp
+
+    from gpu.fuzz_device import _FormRunner, fuzz_device, tile_families
+    from refmodel.wgmma_forms import parse_wgmma
+
+    def rate(fn, outs, reps=10):
+        fn()
+        cp.cuda.runtime.deviceSynchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        cp.cuda.runtime.deviceSynchronize()
+        return outs * reps / (time.perf_counter() - t0)
+
+    res = {}
+    for target in targets:
+        if target.startswith("wgmma."):
+            form = parse_wgmma(target)
+            run = _FormRunner(form, 1, 1)
+            fams = cp.asarray(tile_families(0, 0, tiles))
+            x = run.generate(0, 0, fams)
+            outs = tiles * 64 * form.n
+            r_gen = rate(lambda: run.generate(0, 0, fams), outs)
+            r_hw = rate(lambda: run.hardware(x, True), outs)
+            r_model = rate(lambda: run.model(x, True), outs)
+            print(f"GPU engine, {target.split('.')[-4:]}: batch {tiles} tiles = {outs} outputs")
+            print(f"  inputs generated on the GPU alone: {r_gen / 1e9:7.2f} G outputs/s")
+            print(f"  hardware alone (images + wgmma):   {r_hw / 1e9:7.2f} G outputs/s")
+            print(f"  GPU port of the model alone:       {r_model / 1e9:7.2f} G outputs/s")
+        with tempfile.TemporaryDirectory() as d:
+            rep = fuzz_device(target, seconds=seconds, seed=1, batch_tiles=tiles, out=d)
+        print(f"  fuzz end to end, {target if not target.startswith('wgmma.') else 'that form'} ({rep.seconds:.0f} s, "
+              f"{rep.outputs} outputs, {rep.mismatches} mismatches, {rep.port_disagreements} port disagreements): "
+              f"{rep.rate / 1e9:7.2f} G outputs/s  (goal 1)")
+        res[target] = rep.rate
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--tiles", type=int, default=256)
+    ap.add_argument("--gpu-tiles", type=int, default=8192)
+    ap.add_argument("--engine", choices=["cpu", "gpu", "both"], default="both")
     args = ap.parse_args()
+    gpu_rates = gpu_engine(args.seconds, args.gpu_tiles) if args.engine in ("gpu", "both") else {}
+    if args.engine == "gpu":
+        return
     from gpu.fuzz import fuzz
     from gpu.record_wgmma import Job, hardware_runner, make_inputs, model_chain
     from refmodel.numerics.wgmma import wgmma
@@ -47,6 +97,8 @@ def main():
     print(f"  refmodel alone (numba, parallel): {r_model / 1e6:8.1f} M outputs/s")
     print(f"  fuzz end to end ({rep.seconds:.0f} s, {rep.outputs} outputs, {rep.mismatches} mismatches): "
           f"{rep.rate / 1e6:8.1f} M outputs/s  (goal 50; ratio to model alone {rep.rate / r_model:.2f})")
+    if INSTR in gpu_rates:
+        print(f"GPU engine / CPU engine, end to end, same form: {gpu_rates[INSTR] / rep.rate:.1f}x")
 
 
 if __name__ == "__main__":

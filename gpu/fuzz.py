@@ -34,7 +34,15 @@ from .record_wgmma import Job, families_for, model_chain
 
 def select_forms(target: str) -> list[WgmmaForm]:
     """An instruction, a family name (tf32, f16, bf16, fp8, int8), a dtype fragment
-    ('e4m3', 'n256'), or 'wgmma' for all forms."""
+    ('e4m3', 'n256'), or 'wgmma' for all forms; several, comma-separated, for their union."""
+    if "," in target:
+        seen: dict = {}
+        for part in target.split(","):
+            if part.strip():
+                seen.update((f.instr, f) for f in select_forms(part))
+        if not seen:
+            raise InputError(f"fuzz target {target!r} names no wgmma form")
+        return list(seen.values())
     t = target.strip()
     if t.startswith("wgmma.mma_async"):
         return [parse_wgmma(t)]

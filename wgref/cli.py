@@ -371,7 +371,8 @@ def _fuzz_worker_argv(args, workers: int) -> list[str]:
     per = -(-args.cases // workers)  # --cases is this invocation's total, dealt among its workers
     argv = [args.target, "--cases", str(per), "--seed", str(args.seed), "--operand", args.operand]
     for flag, v in (("--families", args.families), ("--time", args.time), ("--chain", args.chain),
-                    ("--inject-fault", args.inject_fault)):
+                    ("--inject-fault", args.inject_fault), ("--engine", args.engine),
+                    ("--batch-tiles", args.batch_tiles)):
         if v is not None:
             argv += [flag, str(v)]
     for flag, v in (("--resume", args.resume), ("--keep-going", args.keep_going), ("--dry-run", args.dry_run)):
@@ -416,6 +417,10 @@ def cmd_fuzz(args) -> int:
                          "(cvt, layout and sparse campaigns run in one process)")
     if args.restarts < 0:
         raise UsageError(f"--restarts must be >= 0, got {args.restarts}")
+    if args.engine == "gpu" and (args.dry_run or target.startswith(("sparse", "layout", "cvt"))):
+        raise UsageError("--engine gpu runs dense wgmma targets on a GPU (no --dry-run, no cvt/layout/sparse)")
+    if args.batch_tiles is not None and args.batch_tiles < 1:
+        raise UsageError(f"--batch-tiles must be >= 1, got {args.batch_tiles}")
     if not args.dry_run:
         from gpu.runtime import require_device
 
@@ -468,10 +473,24 @@ def cmd_fuzz(args) -> int:
             fault_at = fb
             if not args.dry_run:
                 from gpu.runtime import fault_illegal_address as fault
+    if args.engine == "gpu":
+        from gpu.fuzz_device import fuzz_device
+
+        rep = fuzz_device(args.target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
+                          shard=shard, batch_tiles=args.batch_tiles or 4096, resume=args.resume,
+                          fault_at=fault_at, progress=not args.json)
+        if args.json:
+            print(json.dumps(rep.to_dict()))
+        else:
+            print(f"{rep.tiles} tiles, {rep.outputs} outputs compared on the GPU, {rep.mismatches} mismatches "
+                  f"(CPU-confirmed), {rep.port_disagreements} GPU-port disagreements, {rep.tiles_copied_back} tiles "
+                  f"copied back; {rep.rate:.3g} outputs/s; journal {args.out}/journal.jsonl")
+        return 1 if rep.mismatches or rep.port_disagreements else 0
     rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
                seconds=secs, rs={"ss": False, "rs": True}.get(args.operand),
                chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
-               progress=not args.json, shard=shard, hw=hw, fault_at=fault_at, fault=fault)
+               progress=not args.json, shard=shard, hw=hw, fault_at=fault_at, fault=fault,
+               batch_tiles=args.batch_tiles or 64)
     if args.json:
         print(json.dumps(rep.to_dict()))
     else:
@@ -787,6 +806,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "--dry-run an exception) before batch BATCH, once")
     z.add_argument("--dry-run", action="store_true",
                    help="the CPU model stands in for the GPU (checks sharding and journals without a device)")
+    z.add_argument("--engine", choices=["cpu", "gpu"], default="cpu",
+                   help="cpu: inputs and refmodel on the host (default); gpu: inputs, the GPU port of the model and "
+                        "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma)")
+    z.add_argument("--batch-tiles", type=int, default=None, help="tiles per batch (default: 64 cpu, 4096 gpu)")
     z.add_argument("--json", action="store_true")
 
     mg = sub.add_parser("merge", help="merge the journals of a sharded fuzz campaign into one report")

@@ -1,0 +1,116 @@
+"""The GPU-resident fuzzer (gpu/fuzz_device.py): its input generator, built for the host from the
+source the GPU runs, and the GPU port of the model on those inputs against the CPU refmodel on every
+dense form and every family; on the H200 (gpu marker) the device generator against the host one,
+campaigns with 0 mismatches, and a planted wrong output that must be found."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gpu.fuzz_device import FAMILIES, GEN_SOURCE, generate_host, tile_families, typed
+from refmodel.dtypes import bits_of
+from refmodel.wgmma_forms import WGMMA_FORMS
+
+needs_cxx = pytest.mark.skipif(not any(__import__("shutil").which(c) for c in ("g++", "c++", "clang++")),
+                               reason="no C++ compiler")
+E4M3 = next(f for f in WGMMA_FORMS if f.instr.endswith("m64n64k32.f32.e4m3.e4m3"))
+
+
+@needs_cxx
+def test_the_gpu_port_matches_refmodel_on_every_form_and_generated_family():
+    from gpu.device_model import wgmma_host
+    from refmodel.numerics.wgmma import wgmma
+
+    checked = 0
+    for i, form in enumerate(WGMMA_FORMS):
+        x = generate_host(form, 7, i, len(FAMILIES))          # one tile of every family
+        a, b, c = typed(form, x)
+        kw = {"scale_d": bool(i % 4)}
+        if form.has_imm_scale:
+            kw.update(imm_scale_a=(-1, 1)[i % 2], imm_scale_b=(-1, 1)[(i // 2) % 2])
+        want = wgmma(form.instr, a, b, c, **kw)
+        got = wgmma_host(form.instr, a, b, c, **kw)
+        bad = np.count_nonzero(bits_of(got) != bits_of(want))
+        assert bad == 0, f"{form.instr} {kw}: {bad} of {want.size} outputs differ"
+        checked += want.size
+    assert checked > 20_000_000
+
+
+@needs_cxx
+def test_families_have_the_properties_they_are_named_for():
+    x = generate_host(E4M3, 1, 2, len(FAMILIES))
+    fams = tile_families(1, 2, len(FAMILIES))
+    assert sorted(fams) == list(range(len(FAMILIES)))        # every family in every batch
+    a, b, _ = typed(E4M3, x)
+    by = {FAMILIES[f]: t for t, f in enumerate(fams)}
+    ca, cb = x["a"][by["cancel"]], x["b"][by["cancel"]]
+    assert np.array_equal(ca[:, 0::2], ca[:, 1::2])            # A[r, k^1] == A[r, k]
+    flipped = (cb[0::2] ^ cb[1::2]) == 0x80                    # B[k^1, j] == -B[k, j], mostly exactly
+    assert 0.8 < flipped.mean() < 1.0
+    va = a.astype(np.float32)
+    assert np.isnan(va[by["special"]]).any() and np.isnan(va[by["bits"]]).any()
+    assert not np.isnan(va[by["narrow"]]).any() and np.nanmax(np.abs(va[by["narrow"]])) <= 8
+    assert (va[by["zero"]] == 0).mean() > 0.9
+    sub = np.abs(va[by["subnormal"]])
+    assert ((sub > 0) & (sub < 2.0 ** -6)).mean() > 0.3        # e4m3 subnormals
+    wide = np.abs(va[by["wide"]])
+    assert wide.max() / wide[wide > 0].min() > 2.0 ** 12        # exponent spread
+
+
+@needs_cxx
+def test_a_batch_is_a_function_of_seed_and_batch():
+    one = generate_host(E4M3, 3, 9, 7)
+    assert all(np.array_equal(one[k], v) for k, v in generate_host(E4M3, 3, 9, 7).items())
+    other = generate_host(E4M3, 3, 10, 7)
+    assert not np.array_equal(one["a"], other["a"])
+
+
+def test_the_generator_source_parses_for_the_device():
+    import shutil
+    import subprocess
+    import tempfile
+
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if not cxx:
+        pytest.skip("no C++ compiler")
+    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n"
+            "struct wg_dim3 { int x; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n")
+    with tempfile.TemporaryDirectory() as d:
+        p = f"{d}/gen.cpp"
+        open(p, "w").write(stub + GEN_SOURCE)
+        r = subprocess.run([cxx, "-fsyntax-only", p], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.gpu
+def test_the_device_generator_is_the_host_generator():
+    import cupy as cp
+
+    from gpu.fuzz_device import _FormRunner
+
+    for form in (E4M3, next(f for f in WGMMA_FORMS if f.instr.endswith("m64n256k16.f32.bf16.bf16")),
+                 next(f for f in WGMMA_FORMS if f.instr.endswith("m64n32k8.f32.tf32.tf32")),
+                 next(f for f in WGMMA_FORMS if f.family == "int8")):
+        run = _FormRunner(form, 1, 1)
+        dev = run.generate(5, 11, cp.asarray(tile_families(5, 11, 9)))
+        host = generate_host(form, 5, 11, 9)
+        for k in host:
+            assert np.array_equal(cp.asnumpy(dev[k]), host[k]), (form.instr, k)
+
+
+@pytest.mark.gpu
+def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_path):
+    from gpu.fuzz_device import fuzz_device
+    from refmodel.verify.journal import merge_journals
+
+    rep = fuzz_device("e4m3,bf16,int8,tf32,f16", cases=6 * 512, batch_tiles=512, seed=4, out=tmp_path / "ok")
+    assert rep.outputs > 0 and rep.mismatches == 0 and rep.port_disagreements == 0, rep.first
+    planted = fuzz_device("e4m3", cases=3 * 256, batch_tiles=256, seed=4, out=tmp_path / "plant", plant=1)
+    assert planted.mismatches == 1 and planted.port_disagreements == 0 and planted.tiles_copied_back == 1
+    assert planted.first["batch"] == 1 and planted.first["real_mismatch"]
+    assert (tmp_path / "plant" / "mismatch_batch1.npz").exists()
+    merged = merge_journals([tmp_path / "ok" / "journal.jsonl"])
+    assert merged.outputs == rep.outputs
+    recs = [json.loads(x) for x in (tmp_path / "ok" / "journal.jsonl").read_text().splitlines()[1:]]
+    assert sum(r["outputs"] for r in recs) == rep.outputs
