@@ -44,7 +44,7 @@ M = N = 256
 K = 512
 
 
-def explore(out: Path) -> None:
+def explore(out: Path, only=None) -> None:
     import torch
     import triton
     import triton.language as tl
@@ -74,6 +74,8 @@ def explore(out: Path) -> None:
            "f32": torch.float32}
     odt = {"f32": (torch.float32, tl.float32), "bf16": (torch.bfloat16, tl.bfloat16), "f16": (torch.float16, tl.float16)}
     for i, (name, dt, BM, BN, BK, warps, prec, imp, o) in enumerate(CONFIGS):
+        if only and name not in only:
+            continue
         g = torch.Generator(device="cuda").manual_seed(1000 + i)
         scale = 2.0 ** torch.randint(-4, 5, (M, K), device="cuda", generator=g).float()
         a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-400, 400).to(tdt[dt])
@@ -155,9 +157,10 @@ def main(argv=None) -> int:
     p.add_argument("--explore", help="run every configuration on the GPU, save to this folder")
     p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
     p.add_argument("--out", default="fixtures")
+    p.add_argument("--only", default=None, help="comma-separated configuration names (default: all)")
     a = p.parse_args(argv)
     if a.explore:
-        explore(Path(a.explore))
+        explore(Path(a.explore), set(a.only.split(",")) if a.only else None)
         return 0
     if a.store:
         return store(Path(a.store), Path(a.out))
