@@ -223,6 +223,7 @@ class DeviceFuzzReport:
     port_disagreements: int = 0
     tiles_copied_back: int = 0
     seconds: float = 0.0
+    compile_seconds: float = 0.0
     first: Optional[dict] = None
     forms: dict = field(default_factory=dict)
 
@@ -361,6 +362,26 @@ def _draw(seed: int, batch: int, forms: list[WgmmaForm]):
     return f, bool(rng.integers(4) != 0), imm
 
 
+def tiles_for(form: WgmmaForm, batch_tiles: int) -> int:
+    """Tiles of a batch: ``batch_tiles`` counts n256 tiles, so every batch has about the same
+    number of outputs whatever the form's N (narrow forms get more tiles, at most 8 times as many)."""
+    return max(1, batch_tiles * 256 // max(form.n, 32))
+
+
+def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16) -> float:
+    """Build the runner (NVRTC kernels, index tables) of every form and imm-scale pair the campaign
+    can draw, in parallel threads; returns the seconds it took (kept out of the outputs/s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.time()
+    keys = [(f, imm) for f in forms for imm in ([(1, 1), (1, -1), (-1, 1), (-1, -1)] if f.has_imm_scale else [(1, 1)])]
+    todo = [k for k in keys if (k[0].instr, k[1]) not in runners]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (f, imm), r in zip(todo, pool.map(lambda k: _FormRunner(k[0], *k[1]), todo)):
+            runners[(f.instr, imm)] = r
+    return time.time() - t0
+
+
 def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: bool, imm) -> np.ndarray:
     """refmodel's D for the copied-back tiles vs the hardware: a boolean (T, 64*N) of real mismatches."""
     from refmodel.dtypes import bits_of
@@ -373,7 +394,7 @@ def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: boo
 
 
 def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10**12, seed: int = 0,
-                batch_tiles: int = 4096, out: str | Path = "wgref-fuzz", shard: tuple[int, int] = (0, 1),
+                batch_tiles: int = 8192, out: str | Path = "wgref-fuzz", shard: tuple[int, int] = (0, 1),
                 plant: Optional[int] = None, progress: bool = False, resume: bool = False,
                 fault_at: Optional[int] = None) -> DeviceFuzzReport:
     """Fuzz the dense wgmma forms of ``target`` (gpu.fuzz.select_forms: ``e4m3``, ``bf16``, ``all``,
@@ -417,6 +438,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
     else:
         atomic_write_text(journal, json.dumps({"header": header}) + "\n")
     runners: dict = {}
+    rep.compile_seconds = precompile(forms, runners)
     t_start = time.time()
     while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
         if fault_at is not None and b == fault_at and not (out / "fault-injected").exists():
@@ -430,7 +452,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
         if key not in runners:
             runners[key] = _FormRunner(form, *imm)
         run = runners[key]
-        T = int(min(batch_tiles, cases - rep.tiles))
+        T = int(min(tiles_for(form, batch_tiles), cases - rep.tiles))
         fams = cp.asarray(tile_families(seed, b, T))
         x = run.generate(seed, b, fams)
         d_hw = run.hardware(x, scale_d)

@@ -104,9 +104,11 @@ def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_
     from gpu.fuzz_device import fuzz_device
     from refmodel.verify.journal import merge_journals
 
-    rep = fuzz_device("e4m3,bf16,int8,tf32,f16", cases=6 * 512, batch_tiles=512, seed=4, out=tmp_path / "ok")
+    target = "n256k32.f32.e4m3.e4m3,n64k16.f32.bf16,n24k32.s32.s8.u8,n32k8.f32.tf32,n128k16.f16.f16"
+    rep = fuzz_device(target, cases=12 * 512, batch_tiles=512, seed=4, out=tmp_path / "ok")
     assert rep.outputs > 0 and rep.mismatches == 0 and rep.port_disagreements == 0, rep.first
-    planted = fuzz_device("e4m3", cases=3 * 256, batch_tiles=256, seed=4, out=tmp_path / "plant", plant=1)
+    planted = fuzz_device("n64k32.f32.e4m3.e5m2", cases=3 * 1024, batch_tiles=256, seed=4, out=tmp_path / "plant",
+                          plant=1)
     assert planted.mismatches == 1 and planted.port_disagreements == 0 and planted.tiles_copied_back == 1
     assert planted.first["batch"] == 1 and planted.first["real_mismatch"]
     assert (tmp_path / "plant" / "mismatch_batch1.npz").exists()

@@ -477,7 +477,7 @@ def cmd_fuzz(args) -> int:
         from gpu.fuzz_device import fuzz_device
 
         rep = fuzz_device(args.target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
-                          shard=shard, batch_tiles=args.batch_tiles or 4096, resume=args.resume,
+                          shard=shard, batch_tiles=args.batch_tiles or 8192, resume=args.resume,
                           fault_at=fault_at, progress=not args.json)
         if args.json:
             print(json.dumps(rep.to_dict()))
@@ -809,7 +809,7 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--engine", choices=["cpu", "gpu"], default="cpu",
                    help="cpu: inputs and refmodel on the host (default); gpu: inputs, the GPU port of the model and "
                         "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma)")
-    z.add_argument("--batch-tiles", type=int, default=None, help="tiles per batch (default: 64 cpu, 4096 gpu)")
+    z.add_argument("--batch-tiles", type=int, default=None, help="tiles per batch (default: 64 cpu; gpu: 8192 n256-equivalent tiles)")
     z.add_argument("--json", action="store_true")
 
     mg = sub.add_parser("merge", help="merge the journals of a sharded fuzz campaign into one report")
