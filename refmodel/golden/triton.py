@@ -17,13 +17,15 @@ f32, ``input_precision="tf32x3"``      per BLOCK_K slice: big = cvt.rna.tf32(x),
 f32, ``input_precision="ieee"``        CUDA-core FMAs in K order: acc = fma(a[k], b[k], acc),
                                        k = 0 .. K-1 (one correctly rounded FMA each)
 e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain cut, inside each BLOCK_K slice, into groups of
-(0 < m <= BLOCK_K; 32, 64, 128 recorded) ceil(m/32) instructions (the last group of a slice may be
-                                       shorter); each group's partial sum is added into the f32
+(0 < m <= BLOCK_K)                     ceil(m/32) instructions (the last group of a slice may be
+                                       shorter: m = 96, BLOCK_K = 128 adds after 3, then 1; H200
+                                       recordings of m = 32, 64, 96, 128); each group's partial sum is added into the f32
                                        accumulator (``add.f32``: refmodel's promotion, unit scales)
 e4m3/e5m2, ``max_num_imprecise_acc``   one wgmma k32 chain over the whole K, no promotion: Triton's
 None (default) or m > BLOCK_K          sm_90 default is 2**30, and its wgmma lowering keeps a partial
                                        accumulator only when m <= BLOCK_K (H200: no ``add.f32`` in
-                                       the PTX, 0 mismatches on the recordings)
+                                       the PTX of the default, 0 mismatches on its recordings; an
+                                       explicit m > BLOCK_K is by Triton's source, not recorded)
 e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
                                        over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync
                                        sums like wgmma k16 f16 (0 mismatches on the recordings)
