@@ -6,7 +6,8 @@ Per batch of T tiles of one dense wgmma form (drawn from ``(seed, batch)``):
    counter-based hash of ``(seed, batch, operand, tile, row, col)``, in one of the input families
    of :data:`FAMILIES` per tile (NaN/Inf/subnormals/max values/cancellation/wide exponent
    spread/all-zero, as the CPU fuzzer's families).  The same text compiles for the host
-   (:func:`generate_host`), so a batch can be rebuilt on any CPU from its seed;
+   (:func:`generate_host`), and :mod:`refmodel.verify.seeded` is the same in numpy, so a batch
+   can be rebuilt on any CPU from its seed;
 2. **the hardware** — gpu.wgmma's kernel (one wgmma per tile), its shared-memory images and
    accumulator registers gathered on the GPU from the generated elements;
 3. **the model** — :mod:`gpu.device_model`'s port of refmodel's accumulator on the CUDA cores;
@@ -40,14 +41,9 @@ from refmodel.errors import InputError
 from refmodel.fileio import atomic_write_text
 from refmodel.numerics.accumulate import params_for
 from refmodel.numerics.wgmma import operand_spec
+from refmodel.verify.seeded import FAMILIES, FORMATS, key, tile_families
+from refmodel.verify.seeded import typed as seeded_typed
 from refmodel.wgmma_forms import WgmmaForm
-
-FAMILIES = ("bits", "narrow", "wide", "special", "cancel", "zero", "subnormal")
-
-# element formats: (exponent bits, mantissa bits, total bits, integer kind 0 float / 1 signed / 2 unsigned)
-FORMATS = {"e4m3": (4, 3, 8, 0), "e5m2": (5, 2, 8, 0), "f16": (5, 10, 16, 0), "bf16": (8, 7, 16, 0),
-           "tf32": (8, 23, 32, 0), "f32": (8, 23, 32, 0), "s8": (0, 0, 8, 1), "u8": (0, 0, 8, 2),
-           "s32": (0, 0, 32, 1)}
 
 GEN_SOURCE = r"""
 #ifndef WGREF_HD
@@ -143,19 +139,6 @@ extern "C" void wgref_gen_host(unsigned int *out, const int *fams, long long T, 
 """
 
 
-def _key(seed: int, batch: int, operand: int) -> int:
-    """The hash key of one operand (0 A, 1 B, 2 C) of one batch."""
-    h = hashlib.sha256(f"wgref-gen/{seed}/{batch}/{operand}".encode()).digest()
-    return int.from_bytes(h[:8], "little")
-
-
-def tile_families(seed: int, batch: int, tiles: int) -> np.ndarray:
-    """The family index (into :data:`FAMILIES`) of every tile of a batch: round robin from a
-    seeded start, so every family is in every batch of at least 7 tiles."""
-    start = _key(seed, batch, 3) % len(FAMILIES)
-    return ((np.arange(tiles) + start) % len(FAMILIES)).astype(np.int32)
-
-
 _HOST: Optional[ctypes.CDLL] = None
 
 
@@ -192,7 +175,7 @@ def generate_host(form: WgmmaForm, seed: int, batch: int, tiles: int) -> dict[st
         e, m, w, ik = FORMATS[dt]
         x = np.empty((tiles, rows, cols), np.uint32)
         lib.wgref_gen_host(x.ctypes.data_as(ctypes.c_void_p), fams.ctypes.data_as(ctypes.c_void_p),
-                           ctypes.c_longlong(tiles), rows, cols, ctypes.c_ulonglong(_key(seed, batch, i)), kdim,
+                           ctypes.c_longlong(tiles), rows, cols, ctypes.c_ulonglong(key(seed, batch, i)), kdim,
                            e, m, w, ik)
         out[name] = x
     return out
@@ -200,16 +183,7 @@ def generate_host(form: WgmmaForm, seed: int, batch: int, tiles: int) -> dict[st
 
 def typed(form: WgmmaForm, bits: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Element bits (uint32) -> the typed A, B, C arrays refmodel takes."""
-    res = []
-    for name, dt, *_ in _shapes(form):
-        x = bits[name]
-        if dt in ("s8", "u8"):
-            res.append(x.astype(np.uint8).view(np.int8 if dt == "s8" else np.uint8))
-        elif dt == "s32":
-            res.append(x.view(np.int32))
-        else:
-            res.append(from_bits(x.astype({8: np.uint8, 16: np.uint16, 32: np.uint32}[FORMATS[dt][2]]), dt))
-    return tuple(res)
+    return seeded_typed((form.dtype_a, form.dtype_b, form.dtype_d), bits)
 
 
 @dataclass
@@ -299,7 +273,7 @@ class _FormRunner:
             x = cp.empty((T, rows, cols), cp.uint32)
             n = T * rows * cols
             self.gen(((n + 255) // 256,), (256,), (x, fams, np.int64(T), np.int32(rows), np.int32(cols),
-                                                    np.uint64(_key(seed, batch, i)), np.int32(kdim), np.int32(e),
+                                                    np.uint64(key(seed, batch, i)), np.int32(kdim), np.int32(e),
                                                     np.int32(m), np.int32(w), np.int32(ik)))
             out[name] = x
         return out

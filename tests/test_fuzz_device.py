@@ -116,3 +116,46 @@ def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_
     assert merged.outputs == rep.outputs
     recs = [json.loads(x) for x in (tmp_path / "ok" / "journal.jsonl").read_text().splitlines()[1:]]
     assert sum(r["outputs"] for r in recs) == rep.outputs
+
+
+@needs_cxx
+def test_the_numpy_generator_is_the_c_generator_for_every_operand_format():
+    from refmodel.verify.seeded import generate
+
+    seen = set()
+    for i, f in enumerate(WGMMA_FORMS):
+        dts = (f.dtype_a, f.dtype_b, f.dtype_d)
+        if dts in seen:
+            continue
+        seen.add(dts)
+        host, ref = generate_host(f, 3, i, 9), generate(dts, f.k, f.n, 3, i, 9)
+        for k in host:
+            assert np.array_equal(host[k], ref[k]), (f.instr, k)
+    assert len(seen) >= 16
+
+
+def test_the_device_model_replayer_recomputes_digests_and_flags_a_wrong_one():
+    import hashlib
+
+    from refmodel.numerics.wgmma import wgmma
+    from refmodel.verify.replay_golden import replay_device_model
+    from refmodel.verify.seeded import generate, typed, variant
+
+    forms = [E4M3, next(f for f in WGMMA_FORMS if f.instr.endswith("m64n16k16.f16.bf16.bf16") or
+                        f.instr.endswith("m64n16k16.f32.bf16.bf16"))]
+    digests = []
+    for i, f in enumerate(forms):
+        sd, imm = variant(i, f.has_imm_scale)
+        dts = (f.dtype_a, f.dtype_b, f.dtype_d)
+        d = wgmma(f.instr, *typed(dts, generate(dts, f.k, f.n, 9, i, 7)), scale_d=sd, imm_scale_a=imm[0],
+                  imm_scale_b=imm[1])
+        raw = np.ascontiguousarray(bits_of(d).reshape(7, -1).astype(np.uint32), dtype="<u4")
+        digests.append(np.frombuffer(hashlib.sha256(raw.tobytes()).digest(), np.uint8))
+    meta = {"seed": 9, "tiles": 7, "instrs": [f.instr for f in forms]}
+    port = np.stack(digests)
+    ok = replay_device_model(meta, {"port_sha256": port, "hw_sha256": port.copy()})
+    assert ok.mismatches == 0 and ok.cases == 2 * 7 * 64 * (64 + 16)
+    bad = port.copy()
+    bad[1, 0] ^= 1
+    res = replay_device_model(meta, {"port_sha256": port, "hw_sha256": bad})
+    assert res.mismatches == 7 * 64 * 16 and "hardware" in res.details[0]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import ml_dtypes
@@ -29,3 +30,39 @@ def replay_triton(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: 
     d = triton_matmul(a, b, block_k=meta["BK"], input_precision=meta["input_precision"] or "tf32",
                       max_num_imprecise_acc=meta["imp"] if meta["dtype"] in ("e4m3", "e5m2") else 0, out_dtype=_OUT[meta["out"]])
     return _count(bits_of(d), arrays["d"], f"triton {meta['dtype']} BK={meta['BK']}", {})
+
+
+@replayer("device_model")
+def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The GPU port of the accumulator and the hardware, recorded on the H200 as sha256 digests of
+    their outputs on the GPU fuzzer's inputs (every dense form, every family), against the CPU
+    refmodel on the same inputs rebuilt by refmodel.verify.seeded.  A form whose digest differs
+    counts all its outputs as mismatches."""
+    from ..numerics.wgmma import wgmma
+    from ..wgmma_forms import parse_wgmma
+    from .seeded import generate, typed, variant
+
+    instrs = list(meta.get("instrs") or [])
+    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
+    if port.shape != (len(instrs), 32) or hw.shape != port.shape:
+        raise ValueError(f"device_model fixture: {len(instrs)} forms but digests {port.shape} and {hw.shape}")
+    total = Result(0, 0)
+    step = 1 if full else 8
+    if not full:
+        total.complete, total.scope = False, f"every {step}th of {len(instrs)} forms"
+    for i, instr in enumerate(instrs):
+        if i % step:
+            continue
+        form = parse_wgmma(instr)
+        scale_d, imm = variant(i, form.has_imm_scale)
+        dts = (form.dtype_a, form.dtype_b, form.dtype_d)
+        a, b, c = typed(dts, generate(dts, form.k, form.n, meta["seed"], i, meta["tiles"]))
+        d = wgmma(instr, a, b, c, scale_d=scale_d, imm_scale_a=imm[0], imm_scale_b=imm[1])
+        raw = np.ascontiguousarray(bits_of(d).reshape(d.shape[0], -1).astype(np.uint32), dtype="<u4")
+        got = hashlib.sha256(raw.tobytes()).digest()
+        for label, want in (("GPU port", port[i]), ("hardware", hw[i])):
+            ok = got == want.tobytes()
+            total.add(Result(raw.size, 0 if ok else raw.size,
+                             [] if ok else [f"{instr} ({label}): refmodel's digest differs"]))
+    return total
+

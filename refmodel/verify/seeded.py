@@ -1,0 +1,130 @@
+"""The GPU fuzzer's input generator in numpy: every element's bits from ``(seed, batch, operand,
+tile, row, col)`` by a counter-based hash, in one of :data:`FAMILIES` per tile.
+
+gpu/fuzz_device.py runs the same formulas as CUDA C++ on the GPU (and, compiled for the host, in
+the tests, which check the three agree bit for bit), so any batch of a GPU campaign — and the
+``device_model`` fixtures, which hold only seeds and hashes — can be rebuilt on a CPU with no
+compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+FAMILIES = ("bits", "narrow", "wide", "special", "cancel", "zero", "subnormal")
+
+# element formats: (exponent bits, mantissa bits, total bits, integer kind 0 float / 1 signed / 2 unsigned)
+FORMATS = {"e4m3": (4, 3, 8, 0), "e5m2": (5, 2, 8, 0), "f16": (5, 10, 16, 0), "bf16": (8, 7, 16, 0),
+           "tf32": (8, 23, 32, 0), "f32": (8, 23, 32, 0), "s8": (0, 0, 8, 1), "u8": (0, 0, 8, 2),
+           "s32": (0, 0, 32, 1)}
+
+_U = np.uint64
+
+
+def key(seed: int, batch: int, operand: int) -> int:
+    """The hash key of one operand (0 A, 1 B, 2 C; 3 the families) of one batch."""
+    h = hashlib.sha256(f"wgref-gen/{seed}/{batch}/{operand}".encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def tile_families(seed: int, batch: int, tiles: int) -> np.ndarray:
+    """The family index (into :data:`FAMILIES`) of every tile of a batch: round robin from a
+    seeded start, so every family is in every batch of at least 7 tiles."""
+    start = key(seed, batch, 3) % len(FAMILIES)
+    return ((np.arange(tiles) + start) % len(FAMILIES)).astype(np.int32)
+
+
+def mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = z + _U(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U(27))) * _U(0x94D049BB133111EB)
+    return z ^ (z >> _U(31))
+
+
+def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, fmt: str) -> np.ndarray:
+    """(T, rows, cols) uint32 element bits of one operand.  ``kdim``: 1 for A (columns are K), 0 for
+    B (rows are K), -1 for C.  In the cancel family A[r, k^1] = A[r, k] and B[k^1, j] = -B[k, j]
+    (k odd; one in 16 off by one ulp), so pairs of products cancel."""
+    ebits, mbits, width, ik = FORMATS[fmt]
+    T = fams.size
+    t = np.arange(T, dtype=np.uint64)[:, None, None]
+    r = np.arange(rows, dtype=np.int64)[None, :, None]
+    c = np.arange(cols, dtype=np.int64)[None, None, :]
+    f = fams.astype(np.int64)[:, None, None]
+    hr = np.where((f == 4) & (kdim == 0), r & ~1, r)
+    hc = np.where((f == 4) & (kdim == 1), c & ~1, c)
+    inner = (t << _U(24)) ^ ((hr & 0xFFF).astype(np.uint64) << _U(12)) ^ (hc & 0xFFF).astype(np.uint64)
+    h = mix(_U(k) ^ mix(inner))
+    h2 = mix(h ^ _U(0xA5A5A5A5))
+    wmask = np.uint64(0xFFFFFFFF if width >= 32 else (1 << width) - 1)
+    shape = np.broadcast_shapes(h.shape, f.shape)
+    f = np.broadcast_to(f, shape)
+    if ik:
+        x = h & wmask
+        ext = np.array([0, int(wmask), (1 << (width - 1)) if ik == 1 else 0, int(wmask) >> 1 if ik == 1 else 1],
+                       np.uint64)
+        x = np.where(((f == 3) | (f == 2)) & ((h2 & _U(3)) != 0), ext[((h2 >> _U(2)) & _U(3)).astype(np.int64)], x)
+        x = np.where((f == 5) & ((h2 & _U(31)) != 0), _U(0), x)
+        x = np.where(f == 1, ((h & _U(7)) - _U(3)) & _U(0xFFFFFFFF), x)
+        return (x & wmask).astype(np.uint32)
+    sbit = _U(1 << (ebits + mbits))
+    emax = _U((1 << ebits) - 1)
+    mmask = _U((1 << mbits) - 1)
+    bias = (1 << (ebits - 1)) - 1
+    sign = (h >> _U(63)) & _U(1)
+    man = ((h >> _U(8)) & _U(0xFFFFFFFF)) & mmask
+    narrow = _U(bias - 2) + (h >> _U(40)) % _U(5)
+    e = np.where(f == 2, _U(1) + (h >> _U(40)) % (emax - _U(1)), narrow)
+    e = np.where((f == 6) & ((h2 & _U(1)) != 0), _U(0), e)
+    x = (sign * sbit) | (e << _U(mbits)) | man
+    s = sign * sbit
+    sp = np.stack([s, s | (emax << _U(mbits)), s | (emax << _U(mbits)) | mmask,
+                   s | (emax << _U(mbits)) | (man | _U(1)), s | ((emax - _U(1)) << _U(mbits)) | mmask,
+                   s | _U(1), s | (man & mmask), s | (emax << _U(mbits)) | (mmask - _U(1))])
+    pick = ((h2 >> _U(3)) & _U(7)).astype(np.int64)
+    special = np.take_along_axis(sp, pick[None], 0)[0]
+    x = np.where((f == 3) & ((h2 & _U(7)) == 0), special, x)
+    x = np.where((f == 5) & ((h2 & _U(31)) != 0), s, x)
+    if kdim == 0:
+        odd = (f == 4) & ((r & 1) == 1)
+        x = np.where(odd, x ^ sbit, x)
+        x = np.where(odd & ((h2 & _U(15)) == 0), x ^ _U(1), x)
+    x = np.where(f == 0, (h >> _U(16)) & _U(0xFFFFFFFF), x)
+    return (x & wmask).astype(np.uint32)
+
+
+def generate(dtypes: tuple[str, str, str], k: int, n: int, seed: int, batch: int,
+             tiles: int) -> dict[str, np.ndarray]:
+    """A (T, 64, k), B (T, k, n), C (T, 64, n) element bits (uint32) of one batch of a wgmma form
+    whose A, B and D types are ``dtypes``."""
+    fams = tile_families(seed, batch, tiles)
+    shapes = (("a", dtypes[0], 64, k, 1), ("b", dtypes[1], k, n, 0), ("c", dtypes[2], 64, n, -1))
+    return {name: generate_operand(key(seed, batch, i), fams, rows, cols, kdim, fmt)
+            for i, (name, fmt, rows, cols, kdim) in enumerate(shapes)}
+
+
+def typed(dtypes: tuple[str, str, str], bits: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Element bits (uint32) of :func:`generate` -> the typed A, B, C arrays refmodel takes."""
+    from ..dtypes import from_bits
+
+    out = []
+    for name, dt in zip(("a", "b", "c"), dtypes):
+        x = bits[name]
+        if dt in ("s8", "u8"):
+            out.append(x.astype(np.uint8).view(np.int8 if dt == "s8" else np.uint8))
+        elif dt == "s32":
+            out.append(x.view(np.int32))
+        else:
+            out.append(from_bits(x.astype({8: np.uint8, 16: np.uint16, 32: np.uint32}[FORMATS[dt][2]]), dt))
+    return out[0], out[1], out[2]
+
+
+def variant(i: int, has_imm_scale: bool) -> tuple[bool, tuple[int, int]]:
+    """scale-d and imm-scale of the ``i``-th form in the ``device_model`` fixtures (every
+    combination appears across the forms)."""
+    imm = ((-1, 1)[i % 2], (-1, 1)[(i // 2) % 2]) if has_imm_scale else (1, 1)
+    return i % 4 != 3, imm
