@@ -22,10 +22,11 @@ e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain cut, inside each BLOCK_K
                                        recordings of m = 32, 64, 96, 128); each group's partial sum is added into the f32
                                        accumulator (``add.f32``: refmodel's promotion, unit scales)
 e4m3/e5m2, ``max_num_imprecise_acc``   one wgmma k32 chain over the whole K, no promotion: Triton's
-None (default) or m > BLOCK_K          sm_90 default is 2**30, and its wgmma lowering keeps a partial
+None (default)                         sm_90 default is 2**30, and its wgmma lowering keeps a partial
                                        accumulator only when m <= BLOCK_K (H200: no ``add.f32`` in
-                                       the PTX of the default, 0 mismatches on its recordings; an
-                                       explicit m > BLOCK_K is by Triton's source, not recorded)
+                                       the PTX, 0 mismatches on the recordings).  An explicit
+                                       m > BLOCK_K does not compile in Triton 3.6 (recorded:
+                                       CompilationError for m = 256, BLOCK_K = 128): refused
 e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
                                        over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync
                                        sums like wgmma k16 f16 (0 mismatches on the recordings)
@@ -105,7 +106,10 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
                      instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
             return _store(d, od)
-        if m is None or m > block_k:  # Triton keeps no partial accumulator: one chain over all of K
+        if m is not None and m > block_k:
+            raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "
+                             f"a larger one), got {m}")
+        if m is None:  # Triton's default (2**30 > BLOCK_K): no partial accumulator, one chain over all of K
             return gemm(a, b, instr=instr, out_dtype=_OUT[od])
         group = -(-int(m) // kinstr)           # instructions per partial sum
         per_slice = block_k // kinstr
