@@ -30,7 +30,7 @@ CONFIGS = [
     ("fp8_imp64_bk128_w4", "e4m3", 128, 128, 128, 4, None, 64, "f32"),
     ("fp8_imp128_bk128_w4", "e4m3", 128, 128, 128, 4, None, 128, "f32"),
     ("fp8_imp96_bk128_w4", "e4m3", 128, 128, 128, 4, None, 96, "f32"),
-    ("fp8_imp256_bk128_w4", "e4m3", 128, 128, 128, 4, None, 256, "f32"),
+    ("fp8_imp256_bk128_w4", "e4m3", 128, 128, 128, 4, None, 256, "f32"),  # Triton 3.6: CompilationError
     ("fp8_e5m2_imp64_bk64_w4_out16", "e5m2", 128, 128, 64, 4, None, 64, "f16"),
     ("fp8_e5m2_default_bk64_w4", "e5m2", 128, 128, 64, 4, None, None, "bf16"),
     ("f16_bk64_w4", "f16", 128, 128, 64, 4, None, None, "f32"),

@@ -66,8 +66,8 @@ What this means for accuracy: Triton's FP8 `tl.dot` is refmodel's FP8 wgmma chai
 accumulator, `docs/accumulator.md`) with a float32 promotion every `max_num_imprecise_acc` K elements
 (and at the end of every BLOCK_K slice) — the same cure DeepGEMM and cuBLAS's precise mode use, at the
 interval you choose.  **Triton's default on sm_90 does not promote at all**: with
-`max_num_imprecise_acc` left out (2**30) or larger than BLOCK_K the whole K is one 13-bit-aligned
-wgmma chain, as in the `fp8_*none*` recordings (no `add.f32` in their PTX).
+`max_num_imprecise_acc` left out (2**30) the whole K is one 13-bit-aligned wgmma chain, as in the
+`fp8_*none*` recordings (no `add.f32` in their PTX); an explicit value above BLOCK_K does not compile.
 With `max_num_imprecise_acc=0` Triton leaves wgmma altogether: it widens FP8 to f16 (exact) and runs
 `mma.sync.m16n8k16`, whose sums on the H200 are those of wgmma k16 f16 (25-bit aligned sum, f32
 accumulator) — but in a K order of its own: in every 32-wide K window the first instruction takes
