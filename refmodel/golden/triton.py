@@ -25,8 +25,9 @@ e4m3/e5m2, ``max_num_imprecise_acc``   one wgmma k32 chain over the whole K, no 
 None (default)                         sm_90 default is 2**30, and its wgmma lowering keeps a partial
                                        accumulator only when m <= BLOCK_K (H200: no ``add.f32`` in
                                        the PTX, 0 mismatches on the recordings).  An explicit
-                                       m > BLOCK_K does not compile in Triton 3.6 (recorded:
-                                       CompilationError for m = 256, BLOCK_K = 128): refused
+                                       m > BLOCK_K does not compile in Triton 3.6 (``python -m
+                                       gpu.record_triton --explore D --only fp8_imp256_bk128_w4``
+                                       reports its CompilationError): refused
 e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
                                        over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync
                                        sums like wgmma k16 f16 (0 mismatches on the recordings)
