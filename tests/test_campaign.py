@@ -153,3 +153,22 @@ def test_a_crashing_worker_is_restarted_and_loses_nothing(tmp_path):
     # a worker that keeps crashing is reported, not hidden
     bad = _cli(*common, "--out", "dead", "--inject-fault", "2:2", "--restarts", "0", cwd=tmp_path)
     assert bad.returncode == 2 and "shard-2" in bad.stderr
+
+
+def test_merge_counts_gpu_engine_port_disagreements_and_fails_on_them(tmp_path):
+    import json as _json
+
+    from refmodel.verify.journal import merge_journals
+    from wgref.cli import main as cli_main
+
+    head = {"target": "e4m3", "seed": 1, "engine": "gpu", "batch_tiles": 8}
+    for i in range(2):
+        d = tmp_path / f"shard-{i}"
+        d.mkdir()
+        lines = [{"header": {**head, "shard": [i, 2]}}]
+        lines += [{"batch": b, "tiles": 8, "outputs": 100, "mismatches": 0, "port_disagreements": int(b == 3),
+                   "seconds": 0.5} for b in range(i, 6, 2)]
+        (d / "journal.jsonl").write_text("".join(_json.dumps(x) + "\n" for x in lines))
+    rep = merge_journals([tmp_path])
+    assert (rep.outputs, rep.mismatches, rep.port_disagreements, rep.mismatching_batches) == (600, 0, 1, [3])
+    assert cli_main(["merge", str(tmp_path)]) == 1

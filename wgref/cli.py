@@ -352,7 +352,7 @@ def cmd_merge(args) -> int:
 
     rep = merge_journals(args.paths)
     _print_merged(rep, args.json)
-    return 1 if rep.mismatches else (3 if rep.missing else 0)
+    return 1 if rep.mismatches or rep.port_disagreements else (3 if rep.missing else 0)
 
 
 def _seconds(text: str | None) -> float | None:
@@ -389,6 +389,9 @@ def _print_merged(rep, as_json: bool) -> None:
     print(f"{len(rep.shards)} of {n} shards, {rep.batches} batches, {rep.tiles} tiles, {rep.outputs} outputs compared, "
           f"{rep.mismatches} mismatches; {rep.rate:.3g} outputs/s with the workers side by side "
           f"({rep.worker_seconds:.1f} worker-seconds)")
+    if rep.port_disagreements:
+        print(f"{rep.port_disagreements} outputs where the GPU port of the model disagreed with the CPU refmodel "
+              "(a wgref bug: see the workers' mismatch_batch*.npz)")
     if rep.missing:
         print(f"partial: shards {', '.join(rep.missing)} missing")
     for r in rep.repros:
@@ -444,7 +447,7 @@ def cmd_fuzz(args) -> int:
             _print_merged(rep, False)
             for r in restarted:
                 print(f"restarted: shard {r['shard']} on device {r['device']} after exit {r['exit']}")
-        return 1 if rep.mismatches else 0
+        return 1 if rep.mismatches or rep.port_disagreements else 0
     from gpu.fuzz import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
     if target.startswith("sparse"):

@@ -86,6 +86,7 @@ class MergedReport:
     tiles: int = 0
     outputs: int = 0
     mismatches: int = 0
+    port_disagreements: int = 0   # GPU engine: the GPU port of the model wrong where the CPU refmodel is not
     worker_seconds: float = 0.0
     slowest_worker_seconds: float = 0.0
     repros: list[str] = field(default_factory=list)
@@ -162,8 +163,9 @@ def merge_journals(paths: Iterable[str | Path]) -> MergedReport:
             rep.tiles += r["tiles"]
             rep.outputs += r["outputs"]
             rep.mismatches += r["mismatches"]
+            rep.port_disagreements += r.get("port_disagreements", 0)
             secs += r["seconds"]
-            if r["mismatches"]:
+            if r["mismatches"] or r.get("port_disagreements", 0):
                 rep.mismatching_batches.append(r["batch"])
             if r.get("repro"):  # a worker's scratch path (Ray) is found again next to its journal
                 rp = Path(r["repro"])
