@@ -258,6 +258,14 @@ def _collect(compiled, dump: Path, name: str, zf: zipfile.ZipFile, rec: dict) ->
         rec["ptx_target"] = " ".join(re.findall(r"^\.(?:version|target)\s+\S+", ptx_text, re.M))
 
 
+def _save(out: Path, meta: dict, results: dict, launch: bool) -> None:
+    if launch:
+        tmp = out / "cutlass.tmp.npz"
+        np.savez_compressed(tmp, **results)
+        tmp.replace(out / "cutlass.npz")
+    (out / "cutlass.json").write_text(json.dumps(meta, indent=1))
+
+
 def _load_examples():
     import importlib
 
@@ -303,7 +311,7 @@ def run_all(out: Path, *, launch: bool, only=None) -> int:
             "example_source": EXAMPLE_SOURCE,
             "examples": {f: _sha256(EXAMPLES_DIR / f) for f in EXAMPLE_FILES if (EXAMPLES_DIR / f).exists()},
             "versions": _versions(cutlass), "cute_dsl_arch": os.environ.get("CUTE_DSL_ARCH"),
-            "configs": []}
+            "complete": False, "configs": []}
     if launch:
         try:
             err, drv = cuda.cuDriverGetVersion()
@@ -313,16 +321,21 @@ def run_all(out: Path, *, launch: bool, only=None) -> int:
     results = {}
     scratch = Path(tempfile.mkdtemp(prefix="wgref_cutlass_"))
     zpath = out / "cutlass_kernels.zip"
-    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as zf:
-        for i, cfg in enumerate(CONFIGS):
-            name, kern, dt, acc, odt, m, n, k, tile, cluster, prom, narrow = cfg
-            if only and name not in only:
-                continue
-            rec = _config_dict(i, cfg)
-            meta["configs"].append(rec)
-            t1 = time.time()
+    zpath.unlink(missing_ok=True)
+    for i, cfg in enumerate(CONFIGS):
+        name, kern, dt, acc, odt, m, n, k, tile, cluster, prom, narrow = cfg
+        if only and name not in only:
+            continue
+        rec = _config_dict(i, cfg)
+        meta["configs"].append(rec)
+        t1 = time.time()
+        # the zip is reopened per configuration and the json/npz rewritten after each one, so a
+        # hang or a crash later (the device call's time limit) still leaves the earlier results
+        with zipfile.ZipFile(zpath, "a", zipfile.ZIP_DEFLATED) as zf:
             try:
                 a_np, b_np = inputs(i, dt, m, n, k, narrow)
+                rec["a_sha256"] = hashlib.sha256(a_np.tobytes()).hexdigest()
+                rec["b_sha256"] = hashlib.sha256(b_np.tobytes()).hexdigest()
                 # host arrays, (L, rows, cols): A (1, M, K), B^T (1, N, K), C (1, M, N)
                 a_h = a_np.view(_np_store(dt)).reshape(1, m, k)
                 bt_h = np.ascontiguousarray(b_np.T).view(_np_store(dt)).reshape(1, n, k)
@@ -352,7 +365,7 @@ def run_all(out: Path, *, launch: bool, only=None) -> int:
                     cargs = (mA, mB, mC, mSa, mSb, max_clusters, stream)
                     rargs = (mA, mB, mC, mSa, mSb, stream)
                 dump = scratch / name
-                compiled, kept = _compile(cute, g, cargs, dump)
+                compiled, rec["dumps_kept"] = _compile(cute, g, cargs, dump)
                 rec["compile_s"] = round(time.time() - t1, 2)
                 rec["kernel_info"] = _kernel_info(g)
                 _collect(compiled, dump, name, zf, rec)
@@ -378,11 +391,11 @@ def run_all(out: Path, *, launch: bool, only=None) -> int:
                 print(f"{name}: FAILED {type(e).__name__}: {str(e)[:1500]}", flush=True)
                 traceback.print_exc(limit=6)
                 sys.stderr.flush()
+        meta["wall_s"] = round(time.time() - t0, 1)
+        _save(out, meta, results, launch)
     shutil.rmtree(scratch, ignore_errors=True)
-    if launch:
-        np.savez_compressed(out / "cutlass.npz", **results)
-    meta["wall_s"] = round(time.time() - t0, 1)
-    (out / "cutlass.json").write_text(json.dumps(meta, indent=1))
+    meta["complete"] = True
+    _save(out, meta, results, launch)
     n_ok = sum(r.get("ok", False) for r in meta["configs"])
     print(f"{n_ok}/{len(meta['configs'])} configurations ok; wrote {out}", flush=True)
     return 0 if n_ok else 1

@@ -453,24 +453,53 @@ tile is shrunk (one tile, one output, shortest chain, N = 8, fewest nonzero inpu
 values) and saved as a replay file; `wgref replay FILE` re-runs it on the CPU (and on the GPU
 when present) and prints the diff.
 
-Throughput on the H200 host (16 cores), e4m3 m64n256k32, end to end (input generation,
-hardware, model and diff overlapped), `bench/bench_fuzz.py`:
+### The GPU engine: a campaign that stays on the GPU
+
+```sh
+wgref fuzz e4m3,bf16 --engine gpu --time 10m --out camp      # every e4m3 and bf16 dense form
+```
+
+`--engine gpu` (`gpu/fuzz_device.py`) keeps the whole loop on the H200. Per batch (one dense form,
+scale-d and imm scales drawn from (S, i); 8,192 n256-equivalent tiles):
+
+1. **inputs generated on the GPU** by a counter-based hash of (seed, batch, operand, tile, row,
+   column), one input family per tile: `bits` (any bit pattern), `narrow` (2^-2..2^2), `wide`
+   (every finite exponent), `special` (±0, Inf and NaN patterns, NaN payloads, max finite, min
+   subnormal, one element in 8), `cancel` (pairs of products that cancel exactly, one in 16 off by
+   an ulp), `zero`, `subnormal`. The same C++ compiles for the host, and
+   `refmodel.verify.seeded` is the same generator in numpy: any batch can be rebuilt on a CPU;
+2. **the hardware**: shared-memory images and accumulator registers gathered on the GPU, one
+   wgmma per tile;
+3. **the model**: `gpu/device_model.py`, refmodel's fused-sum formulas written as integer C++,
+   on the CUDA cores;
+4. **the comparison** on the GPU. Only tiles with a differing output come back; the CPU refmodel
+   re-checks them and stays the arbiter: a mismatch is reported only where the CPU refmodel also
+   differs from the hardware; where it agrees with the hardware, the GPU port was wrong and the
+   campaign reports a *port disagreement* (a wgref bug, and the merge fails on it).
+
+How the GPU port is checked: `tests/test_device_model.py` and `tests/test_fuzz_device.py` build
+it for the host and compare it with refmodel on all 528 dense forms × every input family of both
+fuzzers (and the 528 sparse forms), with scale-d and imm-scale varied; the fixture
+`fixtures/device_model/forms.npz` holds, for all 528 dense forms × 7 families, the sha256 of the
+outputs of the GPU port *as built and run on the H200* and of the hardware (30,621,696 outputs each,
+`python -m gpu.record_device_model`); `wgref verify` rebuilds the inputs in numpy, runs the CPU
+refmodel and compares digests. A gpu-marked test plants a wrong hardware output and checks the
+campaign reports exactly it.
+
+Throughput on the H200 (16 cores), both engines measured in the same run by `bench/bench_fuzz.py`
+(the GPU engine's kernels for every form it can draw are built first; that time is printed apart):
 
 ```text
 {bench}
 ```
 
+The CPU engine (`--engine cpu`, the default) draws richer jobs (RS operands, chains of up to 4
+instructions, the CPU fuzzer's families, shrinking of the first mismatch to a minimal reproducer);
+the GPU engine trades those for rate: single instructions, SS operands, no shrinking (the
+mismatching tiles are saved as `mismatch_batch*.npz`).
+
 Campaigns across processes, GPUs and hosts (`--shard`, `--devices`, `wgref merge`, Slurm and Ray):
 `docs/campaigns.md`.
-
-**The accumulator on the GPU's CUDA cores** (`gpu/device_model.py`, towards fuzzing without the
-CPU model in the loop). refmodel's fused-sum formulas are written once more as integer C++,
-one text that NVRTC compiles for the device and the host C++ compiler compiles for CI.
-`tests/test_device_model.py` checks the host build against refmodel on all 528 dense forms (every
-fuzz input family) and all 528 sparse forms (the kept products gathered by any metadata nibble),
-with random scale-d and imm-scale. The device build is checked against
-the host build by a gpu-marked test, which has not run on the H200 yet. The fuzzer does not use
-the port yet; the CPU model stays the arbiter of every reported mismatch.
 
 ## Your own kernel
 

@@ -1,0 +1,242 @@
+"""Golden model of cuBLAS GEMMs on Hopper (cuBLAS 13.1.0.3 through torch 2.11+cu130, recorded on the H200).
+
+What reproduces the recorded ``torch.matmul`` (bf16, f16) and ``torch._scaled_mm`` (e4m3, unit
+scales, f32 out, ``use_fast_accum=False``) calls bit for bit (``tools/cublas_fit.py`` recomputes
+every count from ``.work/cb``):
+
+=========================================  =================================================================
+kernel that ran                            schedule (refmodel.gemm)
+=========================================  =================================================================
+``nvjet_sm90_{tst,hsh}_*`` (no splitK)      one wgmma k16 chain (f32 accumulator) over all of K, cvt.rn
+``nvjet_sm90_{tst,hsh}_*_splitK`` +         K cut into S chunks of ``round_up(ceil(K/S), 64)`` (the last one
+``splitKreduce_kernel<..., float, ...>``    takes what is left); each chunk a fresh wgmma k16 chain from +0;
+                                            the f32 partials added in split order ``((P0+P1)+P2)+...``
+                                            (RN f32 adds), then one cvt.rn to bf16/f16
+``cutlass_75_tensorop_s1688gemm_bf16_*``    the same with ``mma.sync m16n8k8`` (a chain of fused 8-term
++ ``splitKreduce_kernel<..., bf16 ...>``    groups), chunks of ``round_up(ceil(K/S), 8)`` (CUTLASS's
+                                            gemm_k_size), f32 partials (NOT rounded to bf16), f32 adds
+``nvjet_sm90_qqsss_*`` (e4m3, f32 out)      per chunk a wgmma k32 chain promoted into f32 every 4
+                                            instructions (K = 128, :func:`refmodel.scaled_mm`'s schedule);
+                                            splitK chunks aligned to 128
+=========================================  =================================================================
+
+The split count S is not in the kernel name; :func:`cublas_schedule` returns the S found for each
+recorded (kernel, shape) and says when the data did not pin it down (see its table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Sequence, Union
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import DTypeError, InputError
+from ..numerics.accumulate import params_for, with_params
+from ..numerics.gemm import _convert, gemm
+from ..validate import _describe, as_array
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+_E5M2 = np.dtype(ml_dtypes.float8_e5m2)
+_NAMES = {np.dtype(np.float16): "f16", _BF16: "bf16", _E4M3: "e4m3", _E5M2: "e5m2"}
+_OUT = {"f32": np.dtype(np.float32), "bf16": _BF16, "f16": np.dtype(np.float16)}
+_REDUCE = {None: None, "f32": None, "bf16": _BF16, "f16": np.dtype(np.float16)}
+
+#: The tensor-core instructions a cuBLAS kernel chains along K.
+INSTRS = ("wgmma", "mma.sync.m16n8k8")
+
+
+def _dtype_name(a: np.ndarray, b: np.ndarray) -> str:
+    da, db = np.dtype(a.dtype), np.dtype(b.dtype)
+    if da not in _NAMES or db not in _NAMES:
+        raise DTypeError(f"a and b must be bfloat16, float16, float8_e4m3fn or float8_e5m2 arrays, got {da} and {db}")
+    na, nb = _NAMES[da], _NAMES[db]
+    if na != nb and not (na in ("e4m3", "e5m2") and nb in ("e4m3", "e5m2")):
+        raise DTypeError(f"a and b must have the same dtype (or both be FP8), got {da} and {db}")
+    return na
+
+
+def _wgmma(na: str, nb: str) -> str:
+    if na in ("e4m3", "e5m2"):
+        return f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{na}.{nb}"
+    return f"wgmma.mma_async.sync.aligned.m64n8k16.f32.{na}.{na}"
+
+
+def split_bounds(K: int, splits: int, align: int) -> list[int]:
+    """The K boundaries of ``splits`` chunks: ``round_up(ceil(K/splits), align)`` each, the last one
+    taking what is left (cuBLAS's and CUTLASS's gemm_k_size rule); raises if a chunk would be empty."""
+    for nm, v in (("K", K), ("splits", splits), ("align", align)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise InputError(f"{nm} must be a positive int, got {_describe(v)}")
+    chunk = -(-(-(-K // splits)) // align) * align
+    if (splits - 1) * chunk >= K:
+        raise InputError(f"splits = {splits} leaves an empty chunk: K = {K} in chunks of {chunk} "
+                         f"(ceil(K/splits) rounded up to {align}) makes only {-(-K // chunk)}")
+    return [min(i * chunk, K) for i in range(splits)] + [K]
+
+
+def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    if x.shape == (rows, cols):
+        return np.ascontiguousarray(x)
+    out = np.zeros((rows, cols), x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
+
+
+def _chunk(a, b, instr_s: str, kgroup8: bool, fp8: bool) -> np.ndarray:
+    """f32 result of one fresh chain over a (M, k) and b (k, N), zero-padded to the instruction."""
+    M, k = a.shape
+    N = b.shape[1]
+    kq = 128 if fp8 else 16              # fp8: whole promotion stages of 4 k32 instructions
+    Mp, Kp, Np = -(-M // 64) * 64, -(-k // kq) * kq, -(-N // 8) * 8
+    A, B = _pad(a, Mp, Kp), _pad(b, Kp, Np)
+    if fp8:
+        d = gemm(A, B, instr=instr_s, promote_every=4, scale_a=np.float32(1), scale_b=np.float32(1))
+    elif kgroup8:
+        d = gemm(A, B, instr=instr_s, params=with_params(params_for(instr_s), k_group=8))
+    else:
+        d = gemm(A, B, instr=instr_s)
+    return np.ascontiguousarray(d[:M, :N], dtype=np.float32)
+
+
+def _check(a, b, splits, split_align, instr, reduce_dtype, out_dtype):
+    a = as_array("a", a, what="an (M, K) array")
+    b = as_array("b", b, what="a (K, N) array")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or 0 in a.shape or 0 in b.shape:
+        raise InputError(f"a must be (M, K) and b (K, N) with M, N, K > 0, got {a.shape} and {b.shape}")
+    name = _dtype_name(a, b)
+    fp8 = name in ("e4m3", "e5m2")
+    if instr is None:
+        instr = "wgmma"
+    if instr not in INSTRS:
+        raise InputError(f"instr must be None, 'wgmma' or 'mma.sync.m16n8k8', got {_describe(instr)}")
+    if instr == "mma.sync.m16n8k8" and name not in ("bf16", "f16"):
+        raise InputError(f"mma.sync.m16n8k8 takes bf16 or f16 inputs, got {name}")
+    if not (reduce_dtype is None or isinstance(reduce_dtype, str)) or reduce_dtype not in _REDUCE:
+        raise InputError(f"reduce_dtype must be None, 'f32', 'bf16' or 'f16', got {_describe(reduce_dtype)}")
+    if out_dtype is None:
+        out_dtype = "f32" if fp8 else name
+    if not isinstance(out_dtype, str) or out_dtype not in _OUT:
+        raise InputError(f"out_dtype must be None, 'f32', 'bf16' or 'f16', got {_describe(out_dtype)}")
+    if split_align is None:
+        split_align = 128 if fp8 else (8 if instr == "mma.sync.m16n8k8" else 64)
+    if fp8 and (isinstance(split_align, bool) or not isinstance(split_align, (int, np.integer))
+                or split_align <= 0 or split_align % 128):
+        raise InputError(f"split_align must be a positive multiple of 128 for FP8 (whole promotion stages), "
+                         f"got {_describe(split_align)}")
+    return a, b, name, fp8, instr, split_align, out_dtype
+
+
+def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
+                   instr: Optional[str] = None) -> list[np.ndarray]:
+    """The float32 partial sums, one per split, before the reduction (see :func:`cublas_matmul`)."""
+    a, b, name, fp8, instr, split_align, _ = _check(a, b, splits, split_align, instr, None, None)
+    instr_s = _wgmma(_NAMES[np.dtype(a.dtype)], _NAMES[np.dtype(b.dtype)])
+    bnd = split_bounds(a.shape[1], splits, split_align)
+    return [_chunk(a[:, k0:k1], b[k0:k1], instr_s, instr == "mma.sync.m16n8k8", fp8)
+            for k0, k1 in zip(bnd[:-1], bnd[1:])]
+
+
+def cublas_matmul(a, b, *, splits: int = 1, split_align: Optional[int] = None, instr: Optional[str] = None,
+                  reduce_dtype: Optional[str] = None, out_dtype: Optional[str] = None) -> np.ndarray:
+    """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table).
+
+    ``a`` (M, K), ``b`` (K, N): bfloat16, float16 or FP8 (e4m3/e5m2; unit scales, the precise
+    ``use_fast_accum=False`` mode).  ``splits``: split-K count S (1 = no split-K).
+    ``split_align``: chunk alignment along K (None: 64 for wgmma bf16/f16, 128 for FP8, 8 for
+    mma.sync.m16n8k8).  ``instr``: None/'wgmma' (nvjet kernels) or 'mma.sync.m16n8k8'
+    (``cutlass_75_tensorop_s1688gemm``).  ``reduce_dtype``: None/'f32' keeps the partials in float32
+    (every recorded call); 'bf16'/'f16' rounds each partial first (a refuted hypothesis, kept for
+    comparison).  ``out_dtype``: None (the input dtype; f32 for FP8), 'f32', 'bf16' or 'f16'.
+    Any M, N, K: M, N and each chunk's K are zero-padded to the instruction (zero products add
+    nothing; recorded: M = 1, 16, 257, N = 129, K = 1000 with k8; a K padded inside a wgmma k16/k32
+    chain was not recorded).
+    """
+    a, b, name, fp8, instr, split_align, out_dtype = _check(a, b, splits, split_align, instr,
+                                                            reduce_dtype, out_dtype)
+    parts = split_partials(a, b, splits=splits, split_align=split_align, instr=instr)
+    rd = _REDUCE[reduce_dtype]
+    if rd is not None:
+        parts = [_convert(p, rd).astype(np.float32) for p in parts]
+    acc = parts[0]
+    with np.errstate(all="ignore"):
+        for p in parts[1:]:
+            acc = (acc + p).astype(np.float32)   # splitKreduce: RN f32 adds in split order
+    return _convert(acc, _OUT[out_dtype])
+
+
+@dataclass(frozen=True)
+class CublasSchedule:
+    """The :func:`cublas_matmul` arguments for one cuBLAS call, and how sure the data made us."""
+
+    splits: int
+    split_align: int
+    instr: str
+    reduce_dtype: Optional[str] = None
+    determined: bool = True                      # False: several split counts fit the recording
+    consistent_splits: tuple = field(default=())  # split counts with 0 mismatches, when not determined
+    note: str = ""
+
+    def kwargs(self) -> dict:
+        """Keyword arguments for :func:`cublas_matmul`."""
+        d = asdict(self)
+        return {k: d[k] for k in ("splits", "split_align", "instr", "reduce_dtype")}
+
+
+#: Split counts found for the recorded split-K calls: (kernel family, M, N, K) -> (S, determined, note).
+_RECORDED_SPLITS = {
+    ("nvjet_sm90_tst_64x32_64x16_1x2_h_bz_splitK_NNT", 64, 64, 8192): (6, (), ""),
+    ("nvjet_sm90_hsh_64x32_64x16_1x2_h_bz_splitK_NNT", 64, 64, 8192): (6, (), ""),
+    ("nvjet_sm90_tst_64x32_64x16_2x4_h_bz_splitK_NNT", 128, 128, 16384): (11, (), ""),
+    ("nvjet_sm90_tst_64x16_64x16_1x1_h_bz_splitK_NNT", 16, 16, 4096): (3, (), ""),
+    ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_splitK_NNT", 1, 1024, 4096): (
+        3, (2, 3, 4, 5, 6, 8, 10, 16, 22, 32, 64),
+        "1024 bf16 outputs do not tell these split counts apart; 3 is a guess (same K as 16x16x4096)"),
+    ("cutlass_75_tensorop_s1688gemm_bf16_64x64_nn_align1", 257, 129, 1000): (14, (), ""),
+    ("nvjet_sm90_qqsss_64x32_128x16_1x2_h_bz_algo2_splitK_TNT", 64, 64, 8192): (
+        6, ("any",),
+        "the float32 sums of the 128-K promotion stages are exact on this data, so every split count "
+        "with 128-aligned chunks gives the same output; 6 is a guess (the bf16 64x64x8192 split count)"),
+}
+
+
+def _gemm_kernel(kernels: Union[str, Sequence[str]]) -> str:
+    if isinstance(kernels, str):
+        kernels = [kernels]
+    if not isinstance(kernels, (list, tuple)) or not all(isinstance(k, str) for k in kernels):
+        raise InputError(f"kernels must be a kernel name or a list of names, got {_describe(kernels)}")
+    for k in kernels:
+        if k.startswith("nvjet_sm90_"):
+            return k
+        if "cutlass_75_tensorop_s1688gemm" in k:
+            return k[k.index("cutlass_75_tensorop_s1688gemm"):].split(">")[0].split("(")[0]
+    raise InputError(f"no nvjet_sm90 or cutlass_75_tensorop_s1688gemm GEMM kernel among {list(kernels)}")
+
+
+def cublas_schedule(kernels: Union[str, Sequence[str]], M: int, N: int, K: int) -> CublasSchedule:
+    """The schedule of a cuBLAS call from the kernel names torch's profiler recorded and its shape.
+
+    No-split nvjet kernels need nothing more; for split-K kernels the split count comes from the
+    recorded table (cuBLAS's heuristic is not modelled), so an unrecorded split-K shape is refused.
+    """
+    for nm, v in (("M", M), ("N", N), ("K", K)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise InputError(f"{nm} must be a positive int, got {_describe(v)}")
+    g = _gemm_kernel(kernels)
+    fp8 = g.startswith("nvjet_sm90_qq")
+    if g.startswith("cutlass_75_tensorop_s1688gemm"):
+        names = [kernels] if isinstance(kernels, str) else kernels
+        instr, align, split = "mma.sync.m16n8k8", 8, any("splitKreduce" in k for k in names)
+    else:
+        instr, align, split = "wgmma", 128 if fp8 else 64, "_splitK" in g
+    if not split:
+        note = "" if instr == "wgmma" else "no cutlass_75 call without split-K was recorded: an extrapolation"
+        return CublasSchedule(splits=1, split_align=align, instr=instr, note=note)
+    key = (g, int(M), int(N), int(K))
+    if key not in _RECORDED_SPLITS:
+        raise InputError(f"the split count of {g} for {M}x{N}x{K} was not recorded (it is not in the kernel name)")
+    s, cons, note = _RECORDED_SPLITS[key]
+    return CublasSchedule(splits=s, split_align=align, instr=instr, determined=not cons,
+                          consistent_splits=cons, note=note)
