@@ -1,6 +1,7 @@
 """Explore cuBLAS through torch (``torch.matmul`` bf16/f16 and ``torch._scaled_mm``) on the H200.
 
     python -m gpu.record_cublas --explore DIR     # run every shape, save outputs + kernel names
+    python -m gpu.record_cublas --store DIR --out fixtures   # (CPU) check refmodel.golden.cublas, store
 
 Inputs are drawn on the host with numpy from a per-call seed (``inputs(call)``), so a CPU can
 rebuild them exactly; only the outputs and the cuBLAS kernel that ran (from torch's profiler)
@@ -39,16 +40,9 @@ CALLS = [
 
 def inputs(i: int, dtype: str, m: int, n: int, k: int):
     """The inputs of call ``i``: a (M, K) and b (K, N) as numpy arrays of ``dtype`` (ml_dtypes)."""
-    import ml_dtypes
+    from refmodel.verify.seeded import library_matrices
 
-    fp = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "e4m3": ml_dtypes.float8_e4m3fn}[dtype]
-    rng = np.random.default_rng(5000 + i)
-    sa = np.exp2(rng.integers(-3, 4, (m, k))).astype(np.float32)
-    sb = np.exp2(rng.integers(-3, 4, (k, n))).astype(np.float32)
-    lim = 400.0 if dtype == "e4m3" else 1e4
-    a = np.clip(rng.standard_normal((m, k), dtype=np.float32) * sa, -lim, lim).astype(fp)
-    b = np.clip(rng.standard_normal((k, n), dtype=np.float32) * sb, -lim, lim).astype(fp)
-    return a, b
+    return library_matrices(5000 + i, dtype, m, n, k, exp_range=(-3, 4), lim=400.0 if dtype == "e4m3" else 1e4)
 
 
 def explore(out: Path) -> None:
@@ -96,10 +90,69 @@ def explore(out: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--explore", required=True, help="run every call on the GPU, save to this folder")
+    p.add_argument("--explore", help="run every call on the GPU, save to this folder")
+    p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
+    p.add_argument("--out", default="fixtures")
     args = p.parse_args(argv)
-    explore(Path(args.explore))
-    return 0
+    if args.explore:
+        explore(Path(args.explore))
+        return 0
+    if args.store:
+        return store(Path(args.store), Path(args.out))
+    p.error("give --explore DIR (GPU) or --store DIR (CPU)")
+    return 2
+
+
+
+SAMPLE = 64   # a recorded output larger than SAMPLE x SAMPLE keeps SAMPLE rows and SAMPLE columns
+
+
+def _sample(rng, m: int, n: int):
+    rows = np.arange(m) if m * n <= 40000 else np.sort(rng.choice(m, min(m, SAMPLE), replace=False))
+    cols = np.arange(n) if m * n <= 40000 else np.sort(rng.choice(n, min(n, SAMPLE), replace=False))
+    return rows, cols
+
+
+def store(explored: Path, out: Path, log=print) -> int:
+    """Turn an --explore folder into the fixture fixtures/cublas/calls.npz (kind ``cublas_calls``):
+    every call refmodel.golden.cublas_matmul reproduces on the whole recorded output (under
+    cublas_schedule(kernels, M, N, K)), with the seed and sha256 of its inputs and a sample of its
+    outputs (all of them up to 40,000)."""
+    import ml_dtypes
+
+    from refmodel.dtypes import bits_of
+    from refmodel.golden import cublas_matmul, cublas_schedule
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.seeded import matrix_sha256
+
+    info = json.loads((explored / "cublas.json").read_text())
+    z = np.load(explored / "cublas.npz")
+    arrays, calls, bad, outputs = {}, [], 0, 0
+    od = {"torch.bfloat16": ml_dtypes.bfloat16, "torch.float16": np.float16, "torch.float32": np.float32}
+    for c in info["calls"]:
+        a, b = inputs(c["index"], c["dtype"], c["M"], c["N"], c["K"])
+        sched = cublas_schedule(c["kernels"], c["M"], c["N"], c["K"])
+        d = cublas_matmul(a, b, **sched.kwargs(), out_dtype={"torch.bfloat16": "bf16", "torch.float16": "f16",
+                                                              "torch.float32": "f32"}[c["out"]])
+        hw = z[c["name"]].view(od[c["out"]])
+        n = int(np.count_nonzero(bits_of(d) != bits_of(hw)))
+        log(f"{c['name']}: {hw.size} outputs, {n} mismatches ({sched.splits} splits{'' if sched.determined else ', S not determined'})")
+        bad += n
+        if n:
+            continue
+        rows, cols = _sample(np.random.default_rng(len(c["name"])), c["M"], c["N"])
+        k = len(calls)
+        arrays[f"d{k}"], arrays[f"rows{k}"], arrays[f"cols{k}"] = bits_of(hw[np.ix_(rows, cols)]), rows, cols
+        outputs += rows.size * cols.size
+        calls.append({**{x: c[x] for x in ("name", "op", "dtype", "M", "N", "K", "rrr", "out", "kernels")},
+                      "seed": 5000 + c["index"], "exp_range": [-3, 4], "lim": 400.0 if c["dtype"] == "e4m3" else 1e4,
+                      "a_sha256": matrix_sha256(a), "b_sha256": matrix_sha256(b), "recorded_outputs": int(hw.size),
+                      "array": f"d{k}"})
+    prov = {"device": "NVIDIA H200", "torch": info["torch"], "cuda": info["cuda"], "blas": info["cublas"],
+            "cublas": "nvidia-cublas 13.1.0.3", "recorder": "gpu.record_cublas", **host_provenance()}
+    write_fixture("cublas", "calls", arrays, kind="cublas_calls", cases=outputs, meta={"calls": calls},
+                  provenance=prov, root=out)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

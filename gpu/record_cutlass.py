@@ -88,20 +88,10 @@ _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 def inputs(i: int, dtype: str, m: int, n: int, k: int, narrow: bool = False):
     """The inputs of configuration ``i``: a (M, K) and b (K, N) as numpy arrays of ``dtype``
     (ml_dtypes: "e4m3", "e5m2", "bf16", "f16").  ``narrow`` draws small values (|x| < ~16)."""
-    import ml_dtypes
+    from refmodel.verify.seeded import library_matrices
 
-    fp = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "e4m3": ml_dtypes.float8_e4m3fn,
-          "e5m2": ml_dtypes.float8_e5m2}[dtype]
-    rng = np.random.default_rng(7000 + i)
-    lo, hi = (-4, 2) if narrow else (-3, 4)
-    sa = np.exp2(rng.integers(lo, hi, (m, k))).astype(np.float32)
-    sb = np.exp2(rng.integers(lo, hi, (k, n))).astype(np.float32)
-    lim = {"e4m3": 400.0, "e5m2": 4000.0}.get(dtype, 1e4)
-    if narrow:
-        lim = 16.0
-    a = np.clip(rng.standard_normal((m, k), dtype=np.float32) * sa, -lim, lim).astype(fp)
-    b = np.clip(rng.standard_normal((k, n), dtype=np.float32) * sb, -lim, lim).astype(fp)
-    return a, b
+    return library_matrices(7000 + i, dtype, m, n, k, exp_range=(-4, 2) if narrow else (-3, 4),
+                            lim=16.0 if narrow else {"e4m3": 400.0, "e5m2": 4000.0}.get(dtype, 1e4))
 
 
 def _config_dict(i, cfg):
@@ -406,7 +396,11 @@ def main(argv=None) -> int:
     p.add_argument("--explore", help="(GPU) compile and run every configuration, save to this folder")
     p.add_argument("--compile-only", help="compile every configuration for sm_90a, keep PTX/cubin in this folder")
     p.add_argument("--only", default=None, help="comma-separated configuration names (default: all)")
+    p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
+    p.add_argument("--out", default="fixtures")
     a = p.parse_args(argv)
+    if a.store:
+        return store(Path(a.store), Path(a.out))
     only = set(a.only.split(",")) if a.only else None
     if a.explore:
         return run_all(Path(a.explore), launch=True, only=only)
@@ -414,6 +408,60 @@ def main(argv=None) -> int:
         return run_all(Path(a.compile_only), launch=False, only=only)
     p.error("give --explore DIR (GPU) or --compile-only DIR")
     return 2
+
+
+SAMPLE = 64   # rows and columns of each recorded 256 x 256 output kept in the fixture
+
+
+def store(explored: Path, out: Path, log=print) -> int:
+    """Turn an --explore folder into fixtures/cutlass/examples.npz (kind ``cutlass_gemm``): every
+    configuration refmodel.golden.cutlass_dense_gemm reproduces on the whole output, with the seed
+    and sha256 of its inputs and 64 rows x 64 columns of its output."""
+    import ml_dtypes
+
+    from refmodel.dtypes import bits_of
+    from refmodel.golden import cutlass_dense_gemm
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.seeded import matrix_sha256
+
+    info = json.loads((explored / "cutlass.json").read_text())
+    z = np.load(explored / "cutlass.npz")
+    od = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+    arrays, cfgs, bad, outputs = {}, [], 0, 0
+    for c in info["configs"]:
+        if not c.get("ok"):
+            log(f"{c['name']}: did not run, not stored")
+            continue
+        a, b = inputs(c["index"], c["dtype"], c["M"], c["N"], c["K"], c["narrow"])
+        if (matrix_sha256(a), matrix_sha256(b)) != (c["a_sha256"], c["b_sha256"]):
+            log(f"{c['name']}: the rebuilt inputs are not the ones recorded (numpy changed?), not stored")
+            bad += 1
+            continue
+        d = cutlass_dense_gemm(a, b, acc_dtype=c["acc"], out_dtype=od[c["out"]],
+                               mma_promotion_interval=c["mma_promotion_interval"])
+        hw = z[c["name"]].view(od[c["out"]])
+        n = int(np.count_nonzero(bits_of(d) != bits_of(hw)))
+        log(f"{c['name']}: {hw.size} outputs, {n} mismatches")
+        bad += n
+        if n:
+            continue
+        rng = np.random.default_rng(len(c["name"]))
+        rows = np.sort(rng.choice(c["M"], SAMPLE, replace=False))
+        cols = np.sort(rng.choice(c["N"], SAMPLE, replace=False))
+        k = len(cfgs)
+        arrays[f"d{k}"], arrays[f"rows{k}"], arrays[f"cols{k}"] = bits_of(hw[np.ix_(rows, cols)]), rows, cols
+        outputs += SAMPLE * SAMPLE
+        seed_kw = {"seed": 7000 + c["index"], "exp_range": [-4, 2] if c["narrow"] else [-3, 4],
+                   "lim": 16.0 if c["narrow"] else {"e4m3": 400.0, "e5m2": 4000.0}.get(c["dtype"], 1e4)}
+        cfgs.append({**{x: c[x] for x in ("name", "kernel", "example", "dtype", "acc", "out", "M", "N", "K", "tile_mn",
+                                          "cluster_mn", "mma_promotion_interval", "a_sha256", "b_sha256",
+                                          "wgmma_forms")}, **seed_kw, "array": f"d{k}"})
+    prov = {"device": info["gpu"], "example_source": info["example_source"], "examples": info["examples"],
+            **info["versions"], "driver_cuda_version": info["driver_cuda_version"], "recorder": "gpu.record_cutlass",
+            **{f"host_{k}": v for k, v in host_provenance().items()}}
+    write_fixture("cutlass", "examples", arrays, kind="cutlass_gemm", cases=outputs, meta={"configs": cfgs},
+                  provenance=prov, root=out)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

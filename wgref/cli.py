@@ -298,6 +298,25 @@ def cmd_golden(args) -> int:
         d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), block_k=args.block_k,
                           input_precision=args.input_precision, max_num_imprecise_acc=args.imp,
                           out_dtype=np.dtype(element_dtype(args.out_dtype)))
+    elif args.library == "cutlass":
+        from refmodel.golden import cutlass_dense_gemm
+
+        if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
+            raise UsageError(f"cutlass inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
+        d = cutlass_dense_gemm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), acc_dtype=args.acc,
+                               out_dtype=np.dtype(element_dtype(args.out_dtype)),
+                               mma_promotion_interval=args.promotion_interval)
+    elif args.library == "cublas":
+        from refmodel.golden import cublas_matmul, cublas_schedule
+
+        if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
+            raise UsageError(f"cublas inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
+        aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
+        if args.kernel:
+            kw = cublas_schedule(args.kernel.split(","), aa.shape[0], bb.shape[1], aa.shape[1]).kwargs()
+        else:
+            kw = {"splits": args.splits}
+        d = cublas_matmul(aa, bb, **kw, out_dtype=args.out_dtype)
     else:  # torch._scaled_mm
         from refmodel.numerics.scaled_mm import scaled_mm
 
@@ -819,8 +838,8 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("paths", nargs="+", help="journal files, or folders with journal.jsonl or */journal.jsonl")
     mg.add_argument("--json", action="store_true")
 
-    g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm)")
-    g.add_argument("library", choices=["triton", "scaled-mm"])
+    g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm, CUTLASS DSL GEMM, cuBLAS matmul)")
+    g.add_argument("library", choices=["triton", "scaled-mm", "cutlass", "cublas"])
     g.add_argument("a", help="A (M, K) as .npy (values, or raw codes with --dtype)")
     g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm (torch's b.T)")
     g.add_argument("--dtype", required=True, choices=list(_GOLDEN_DT), help="the inputs' format")
@@ -832,6 +851,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--scale-a", default=None, help="scaled-mm: a number, or (M, 1) .npy")
     g.add_argument("--scale-b", default=None, help="scaled-mm: a number, or (1, N) .npy")
     g.add_argument("--fast-accum", action="store_true", help="scaled-mm: use_fast_accum=True")
+    g.add_argument("--acc", default="f32", choices=["f32", "f16"], help="cutlass: the accumulator")
+    g.add_argument("--promotion-interval", type=int, default=None,
+                   help="cutlass: the FP8 2xacc example's mma_promotion_interval")
+    g.add_argument("--kernel", default=None,
+                   help="cublas: the kernel name(s) torch's profiler showed (comma-separated); gives the schedule")
+    g.add_argument("--splits", type=int, default=1, help="cublas without --kernel: the split-K count")
 
     r = sub.add_parser("replay", help="re-run a saved reproducer on the CPU (and the GPU if present)")
     r.add_argument("file")

@@ -66,3 +66,58 @@ def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, 
                              [] if ok else [f"{instr} ({label}): refmodel's digest differs"]))
     return total
 
+
+
+def _library_inputs(c: dict[str, Any]):
+    """The recorded call's inputs rebuilt from its seed, checked against the recorded sha256."""
+    from .fixtures import FixtureError
+    from .seeded import library_matrices, matrix_sha256
+
+    a, b = library_matrices(c["seed"], c["dtype"], c["M"], c["N"], c["K"], exp_range=tuple(c["exp_range"]),
+                            lim=c["lim"])
+    if (matrix_sha256(a), matrix_sha256(b)) != (c["a_sha256"], c["b_sha256"]):
+        raise FixtureError(f"{c['name']}: the inputs rebuilt from seed {c['seed']} are not the recorded ones "
+                           "(sha256 differs: numpy's Generator stream changed?)", short="inputs not reproducible")
+    return a, b
+
+
+def _sampled(arrays: dict[str, np.ndarray], c: dict[str, Any], k: int):
+    d = arrays[c["array"]]
+    rows, cols = arrays[f"rows{k}"], arrays[f"cols{k}"]
+    if d.shape != (rows.size, cols.size):
+        raise ValueError(f"{c['name']}: output sample {d.shape} does not match {rows.size} rows x {cols.size} columns")
+    return d, rows, cols
+
+
+@replayer("cublas_calls")
+def replay_cublas(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """cuBLAS calls recorded on the H200 through torch (torch.matmul bf16/f16, torch._scaled_mm e4m3)
+    against refmodel.golden.cublas_matmul under cublas_schedule(kernels, M, N, K), on the kept rows and
+    columns (all K)."""
+    from ..golden import cublas_matmul, cublas_schedule
+
+    total = Result(0, 0)
+    out = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
+    for k, c in enumerate(meta["calls"]):
+        a, b = _library_inputs(c)
+        d, rows, cols = _sampled(arrays, c, k)
+        got = cublas_matmul(a[rows], b[:, cols], **cublas_schedule(c["kernels"], c["M"], c["N"], c["K"]).kwargs(),
+                            out_dtype=out[c["out"]])
+        total.add(_count(bits_of(got), d, c["name"], {}))
+    return total
+
+
+@replayer("cutlass_gemm")
+def replay_cutlass(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """CUTLASS CuTe-DSL Hopper GEMM examples recorded on the H200 against
+    refmodel.golden.cutlass_dense_gemm, on the kept rows and columns (all K)."""
+    from ..golden import cutlass_dense_gemm
+
+    total = Result(0, 0)
+    for k, c in enumerate(meta["configs"]):
+        a, b = _library_inputs(c)
+        d, rows, cols = _sampled(arrays, c, k)
+        got = cutlass_dense_gemm(a[rows], b[:, cols], acc_dtype=c["acc"], out_dtype=_OUT[c["out"]],
+                                 mma_promotion_interval=c["mma_promotion_interval"])
+        total.add(_count(bits_of(got), d, c["name"], {}))
+    return total

@@ -128,3 +128,32 @@ def variant(i: int, has_imm_scale: bool) -> tuple[bool, tuple[int, int]]:
     combination appears across the forms)."""
     imm = ((-1, 1)[i % 2], (-1, 1)[(i // 2) % 2]) if has_imm_scale else (1, 1)
     return i % 4 != 3, imm
+
+
+_LIB_DTYPES = {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+               "f32": "float32"}
+
+
+def library_matrices(seed: int, dtype: str, m: int, n: int, k: int, *, exp_range: tuple[int, int] = (-3, 4),
+                     lim: float = 1e4) -> tuple[np.ndarray, np.ndarray]:
+    """The inputs the library recorders (gpu.record_cublas, gpu.record_cutlass) feed a library call:
+    a (m, k) and b (k, n) of ``dtype`` (bf16, f16, e4m3, e5m2, f32), standard normals times 2**e
+    (e uniform in ``exp_range``, high end excluded), clipped to ±``lim``, rounded to the dtype.
+
+    numpy's Generator streams are not frozen across numpy versions, so the fixtures keep the
+    sha256 of what was fed (:func:`matrix_sha256`) and the replayers check it first."""
+    import ml_dtypes
+
+    fp = np.dtype(getattr(ml_dtypes, _LIB_DTYPES[dtype], None) or getattr(np, _LIB_DTYPES[dtype]))
+    rng = np.random.default_rng(seed)
+    lo, hi = exp_range
+    sa = np.exp2(rng.integers(lo, hi, (m, k))).astype(np.float32)
+    sb = np.exp2(rng.integers(lo, hi, (k, n))).astype(np.float32)
+    a = np.clip(rng.standard_normal((m, k), dtype=np.float32) * sa, -lim, lim).astype(fp)
+    b = np.clip(rng.standard_normal((k, n), dtype=np.float32) * sb, -lim, lim).astype(fp)
+    return a, b
+
+
+def matrix_sha256(x: np.ndarray) -> str:
+    """sha256 of an array's C-order bytes."""
+    return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()
