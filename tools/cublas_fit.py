@@ -1,12 +1,14 @@
 """Fit refmodel.golden.cublas to the recorded cuBLAS calls and print the mismatch counts.
 
-    python tools/cublas_fit.py [DIR]        # DIR holds cublas.json + cublas.npz (default .work/cb)
+    python tools/cublas_fit.py              # the H200 recordings in fixtures/cublas
+    python tools/cublas_fit.py DIR          # an --explore folder (cublas.json + cublas.npz)
 
 For every recorded call: the kernel, the schedule :func:`cublas_schedule` gives, its mismatches
 (outputs whose bits differ) out of M*N, then contrasting schedules with their counts (other
 reduction orders, neighbouring split counts, no split, ...) and, where the split count is not
-pinned down, every split count that gives 0.  The inputs are rebuilt with
-``gpu.record_cublas.inputs`` (numpy only).
+pinned down, every split count that gives 0.  The inputs are rebuilt from their seeds
+(``refmodel.verify.seeded.library_matrices``, numpy only); with the fixtures, the kept rows and
+columns (every output of the split-K calls, 64 x 64 of the larger ones).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from refmodel.errors import InputError  # noqa: E402
 from refmodel.golden.cublas import (cublas_matmul, cublas_schedule, split_bounds,  # noqa: E402
                                     split_partials)
 from refmodel.numerics.gemm import _convert  # noqa: E402
+from refmodel.verify.seeded import library_matrices  # noqa: E402
 
 _OUT = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
 _ODT = {"bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dtype(np.float16), "f32": np.dtype(np.float32)}
@@ -55,15 +58,16 @@ def _reduce(parts, order):
     return acc
 
 
-def fit_call(c: dict, rec: np.ndarray, scan: bool) -> list[str]:
+def fit_call(c: dict, a: np.ndarray, b: np.ndarray, rec: np.ndarray, scan: bool) -> list[str]:
+    """The report of one call: ``a``, ``b`` its inputs (or the kept rows of A and columns of B),
+    ``rec`` the recorded outputs they give."""
     M, N, K = c["M"], c["N"], c["K"]
-    a, b = inputs(c["index"], c["dtype"], M, N, K)
     out = _OUT[c["out"]]
     gk = [k for k in c["kernels"] if k.startswith("nvjet") or "cutlass_75" in k][0]
     sch = cublas_schedule(c["kernels"], M, N, K)
     kw = sch.kwargs()
-    n = M * N
-    lines = [f"{c['name']}  (rrr={c['rrr']}, rerun identical={c['deterministic_rerun']})",
+    n = rec.size
+    lines = [f"{c['name']}  (rrr={c['rrr']}, {n} of {M * N} outputs)",
              f"  kernel: {gk.split('(')[0].replace('void cutlass::Kernel2<', '').rstrip('>')}"]
 
     def run(**over):
@@ -100,16 +104,17 @@ def fit_call(c: dict, rec: np.ndarray, scan: bool) -> list[str]:
         alts["exact f64 dot, one rounding"] = mismatches(_convert(ref, _ODT[out]), rec)
     if c["op"] == "scaled_mm":
         from refmodel.numerics.scaled_mm import scaled_mm
-        Mp = -(-M // 64) * 64
+        Ma = a.shape[0]
+        Mp = -(-Ma // 64) * 64
         A = np.zeros((Mp, K), a.dtype)
-        A[:M] = a
+        A[:Ma] = a
         d = scaled_mm(A, np.ascontiguousarray(b.T), np.float32(1), np.float32(1), out_dtype="f32",
-                      use_fast_accum=True)[:M]
+                      use_fast_accum=True)[:Ma]
         alts["no promotion (use_fast_accum=True schedule)"] = mismatches(d, rec)
         from refmodel.numerics.gemm import gemm
         for pe in (1, 2, 8):
             d = gemm(A, np.ascontiguousarray(b), instr="wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
-                     promote_every=pe)[:M]
+                     promote_every=pe)[:Ma]
             alts[f"promotion every {pe} instructions"] = mismatches(d, rec)
         if sch.splits > 1:
             alts["split_align=64 (stages not on the 128 grid), S=3"] = _fp8_align64(a, b, rec)
@@ -149,15 +154,27 @@ def _fp8_align64(a, b, rec):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", nargs="?", default=".work/cb", help="folder with cublas.json and cublas.npz")
+    p.add_argument("dir", nargs="?", default=None, help="an --explore folder (default: fixtures/cublas)")
     p.add_argument("--no-scan", action="store_true", help="skip the split-count scan of undetermined calls")
     args = p.parse_args(argv)
-    d = Path(args.dir)
-    meta = json.loads((d / "cublas.json").read_text())
-    rec = np.load(d / "cublas.npz")
-    print(f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}")
-    for c in meta["calls"]:
-        print("\n".join(fit_call(c, rec[c["name"]], not args.no_scan)), flush=True)
+    if args.dir:
+        d = Path(args.dir)
+        meta = json.loads((d / "cublas.json").read_text())
+        rec = np.load(d / "cublas.npz")
+        print(f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}")
+        for c in meta["calls"]:
+            a, b = inputs(c["index"], c["dtype"], c["M"], c["N"], c["K"])
+            print("\n".join(fit_call(c, a, b, rec[c["name"]], not args.no_scan)), flush=True)
+        return 0
+    fx = Path(__file__).resolve().parents[1] / "fixtures" / "cublas"
+    entry = json.loads((fx / "manifest.json").read_text())["entries"][0]
+    z = np.load(fx / entry["file"])
+    print(f"fixtures/cublas: torch {entry['provenance']['torch']}, {entry['provenance']['cublas']}")
+    for k, c in enumerate(entry["meta"]["calls"]):
+        a, b = library_matrices(c["seed"], c["dtype"], c["M"], c["N"], c["K"], exp_range=tuple(c["exp_range"]),
+                                lim=c["lim"])
+        rows, cols = z[f"rows{k}"], z[f"cols{k}"]
+        print("\n".join(fit_call(c, a[rows], b[:, cols], z[c["array"]], not args.no_scan)), flush=True)
     return 0
 
 

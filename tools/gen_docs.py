@@ -653,6 +653,13 @@ this proof in CI.
 
 WRITE_IMAGES = True
 
+def libraries_page() -> str:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from libraries_doc import libraries_page as page
+
+    return page()
+
+
 def triton_page() -> str:
     sys.path.insert(0, str(ROOT / "tools"))
     from triton_doc import triton_page as page
@@ -661,7 +668,7 @@ def triton_page() -> str:
 
 
 PAGES = {"docs/fp8.md": fp8_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
-         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/pipeline.md": pipeline_page,
+         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/libraries.md": libraries_page, "docs/pipeline.md": pipeline_page,
          "docs/sparse.md": sparse_page}
 
 

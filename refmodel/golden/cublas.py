@@ -1,8 +1,8 @@
 """Golden model of cuBLAS GEMMs on Hopper (cuBLAS 13.1.0.3 through torch 2.11+cu130, recorded on the H200).
 
 What reproduces the recorded ``torch.matmul`` (bf16, f16) and ``torch._scaled_mm`` (e4m3, unit
-scales, f32 out, ``use_fast_accum=False``) calls bit for bit (``tools/cublas_fit.py`` recomputes
-every count from ``.work/cb``):
+scales, f32 out, ``use_fast_accum=False``) calls bit for bit (``python tools/cublas_fit.py``
+recomputes every count, and the rejected alternatives, from fixtures/cublas):
 
 =========================================  =================================================================
 kernel that ran                            schedule (refmodel.gemm)
