@@ -220,3 +220,15 @@ def test_every_path_stores_with_the_same_cvt_rn_rule_overflow_to_inf():
     a8, b8 = (x.clip(-448, 448).astype(f8) for x in big)
     for imp in (0, 32):
         assert np.all(np.isposinf(triton_matmul(a8, b8, block_k=32, max_num_imprecise_acc=imp, out_dtype=np.float16)))
+
+
+def test_f32_arithmetic_of_the_schedules_writes_the_canonical_nan():
+    # the GPU's fma.rn.f32 / add.f32 write NaN as 0x7FFFFFFF (numpy would keep a payload, and x86
+    # writes 0xFFC00000 for Inf - Inf)
+    a = np.zeros((64, 32), np.float32)
+    b = np.zeros((32, 8), np.float32)
+    a[0, 0] = np.array([0x7FC01234], np.uint32).view(np.float32)[0]     # a NaN with a payload
+    a[1, 0], a[1, 1], b[0, :], b[1, :] = np.inf, np.inf, 1.0, -1.0        # Inf - Inf
+    for prec in ("ieee", "tf32x3"):
+        d = bits_of(triton_matmul(a, b, block_k=32, input_precision=prec))
+        assert np.all(d[:2] == 0x7FFFFFFF) and np.all(d[2:] == 0), prec

@@ -109,3 +109,11 @@ def test_wgref_golden_cutlass_and_cublas_reproduce_the_h200(tmp_path):
                         "--out-dtype", "bf16", "-o", "d1.npy"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0                                                  # no split: one chain, visibly different
     assert not np.array_equal(np.load(tmp_path / "d1.npy"), np.load(tmp_path / "d.npy"))
+
+
+def test_cublas_split_reduction_writes_the_canonical_nan():
+    a = np.zeros((64, 256), ml_dtypes.bfloat16)
+    b = np.zeros((256, 8), ml_dtypes.bfloat16)
+    a[0, 0], a[0, 128], b[0, :], b[128, :] = np.inf, np.inf, 1.0, -1.0    # +Inf in split 0, -Inf in split 1
+    d = bits_of(cublas_matmul(a, b, splits=2, out_dtype="f32"))
+    assert np.all(d[0] == 0x7FFFFFFF) and np.all(d[1:] == 0)

@@ -428,12 +428,35 @@ def _side_report(rep, as_json: bool, summary: str, where: str) -> int:
     return 1 if rep.mismatches else 0
 
 
+_LIB_TARGETS = ("lib:triton", "lib:cublas", "lib:scaled-mm")
+
+
+def _fuzz_library(args, target: str, shard: tuple[int, int], secs: float | None) -> int:
+    """``wgref fuzz lib:...``: library calls on the GPU against their golden models (gpu.fuzz_library)."""
+    if target not in _LIB_TARGETS:
+        raise UsageError(f"unknown library target {target!r}; choose from {', '.join(_LIB_TARGETS)}")
+    if args.devices or args.dry_run or args.engine == "gpu" or args.inject_fault:
+        raise UsageError("--devices, --dry-run, --engine gpu and --inject-fault do not apply to lib: targets "
+                         "(one process per campaign; split it with --shard)")
+    if args.cases < 1:
+        raise UsageError(f"--cases must be >= 1 (library calls), got {args.cases}")
+    from gpu.fuzz_library import fuzz_library
+
+    rep = fuzz_library(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out, shard=shard,
+                       resume=args.resume, progress=not args.json)
+    return _side_report(rep, args.json, f"{rep.calls} {target[4:]} calls ({rep.skipped} skipped), {rep.outputs} "
+                        f"outputs compared, {rep.mismatches} mismatches, {rep.rate:.3g} outputs/s; journal "
+                        f"{args.out}/journal.jsonl", f"saved to {rep.repro}")
+
+
 @command("fuzz")
 def cmd_fuzz(args) -> int:
     from refmodel.verify.journal import parse_shard
 
     shard = parse_shard(args.shard) if args.shard else (0, 1)
     target, secs = args.target.strip(), _seconds(args.time)
+    if target.startswith("lib:"):
+        return _fuzz_library(args, target, shard, secs)
     if (args.shard or args.devices or args.dry_run) and target.startswith(("sparse", "layout", "cvt")):
         raise UsageError("--shard, --devices and --dry-run apply to wgmma targets "
                          "(cvt, layout and sparse campaigns run in one process)")
@@ -807,9 +830,11 @@ def build_parser() -> argparse.ArgumentParser:
     z = sub.add_parser("fuzz", help="fuzz wgmma on the GPU against refmodel, shrink the first mismatch")
     z.add_argument("target", help="a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), a fragment (e4m3, n256), "
                    "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors; "
-                   "or 'sparse[:fragment]' for sparse wgmma")
+                   "or 'sparse[:fragment]' for sparse wgmma; or 'lib:triton', 'lib:cublas', 'lib:scaled-mm' to run "
+                   "that library call on the GPU against its golden model")
     z.add_argument("--cases", type=int, default=10000,
-                   help="tiles to run (with --devices: in all, dealt among the workers; cvt: thousands of conversions)")
+                   help="tiles to run (with --devices: in all, dealt among the workers; cvt: thousands of "
+                   "conversions; lib: library calls)")
     z.add_argument("--seed", type=int, default=0)
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
     z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")
@@ -818,7 +843,8 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--out", default="wgref-fuzz", help="journal and reproducers go here")
     z.add_argument("--resume", action="store_true")
     z.add_argument("--keep-going", action="store_true", help="do not stop at the first mismatch")
-    z.add_argument("--shard", default=None, help="run shard i/n of the campaign (disjoint batches; wgmma targets)")
+    z.add_argument("--shard", default=None,
+                   help="run shard i/n of the campaign (disjoint batches; wgmma and lib: targets)")
     z.add_argument("--devices", default=None,
                    help="one worker per listed GPU (0,1,2,3; repeat an ordinal to share a GPU); journals under "
                         "OUT/shard-k, merged at the end")

@@ -33,7 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..numerics.accumulate import params_for, with_params
+from ..numerics.accumulate import add_f32, params_for, with_params
 from ..numerics.gemm import _convert, gemm
 from ..validate import _describe, as_array
 
@@ -161,9 +161,8 @@ def cublas_matmul(a, b, *, splits: int = 1, split_align: Optional[int] = None, i
     if rd is not None:
         parts = [_convert(p, rd).astype(np.float32) for p in parts]
     acc = parts[0]
-    with np.errstate(all="ignore"):
-        for p in parts[1:]:
-            acc = (acc + p).astype(np.float32)   # splitKreduce: RN f32 adds in split order
+    for p in parts[1:]:
+        acc = add_f32(acc, p)   # splitKreduce: RN f32 adds in split order (NaN canonical)
     return _convert(acc, _OUT[out_dtype])
 
 

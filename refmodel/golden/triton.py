@@ -45,7 +45,7 @@ from ..dtypes import element_dtype
 from ..errors import DTypeError, InputError
 import numba
 
-from ..numerics.accumulate import fma_f32
+from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32
 from ..numerics.gemm import _convert, gemm
 from ..validate import _describe, as_array
 
@@ -121,7 +121,7 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             for k0 in range(0, K, block_k):
                 for g0 in range(0, per_slice, group):
                     ks = slice(k0 + g0 * kinstr, k0 + min(g0 + group, per_slice) * kinstr)
-                    acc = (acc + gemm(a[:, ks], b[ks], instr=instr)).astype(np.float32)
+                    acc = add_f32(acc, gemm(a[:, ks], b[ks], instr=instr))
             return _store(acc, od)
     elif max_num_imprecise_acc not in (None, 0):
         raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
@@ -130,14 +130,15 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
         return _store(d, od)
     if a.dtype == np.float32 and input_precision == "tf32x3":
         big_a, big_b = rna_tf32(a), rna_tf32(b)
-        small_a, small_b = (a - big_a).astype(np.float32), (b - big_b).astype(np.float32)
+        with np.errstate(all="ignore"):
+            small_a, small_b = canonical_nan_f32(a - big_a), canonical_nan_f32(b - big_b)
         acc = np.zeros((M, N), np.float32)
         for k0 in range(0, K, block_k):
             ks = slice(k0, k0 + block_k)
             p = gemm(small_a[:, ks], big_b[ks], instr=instr)
             p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
             q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
-            acc = (acc + q).astype(np.float32)
+            acc = add_f32(acc, q)
         return _store(acc, od)
     return gemm(a, b, instr=instr, out_dtype=_OUT[od], **kw)
 
@@ -185,4 +186,4 @@ def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Triton's ``input_precision="ieee"`` dot: one FMA per K element, in K order."""
     out = np.empty((a.shape[0], b.shape[1]), np.float32)
     _fma_kernel(a, b, out)
-    return out
+    return canonical_nan_f32(out)   # fma.rn.f32 writes the canonical NaN

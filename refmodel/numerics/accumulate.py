@@ -394,6 +394,20 @@ def fma_f32(x, y, z):
 _NAN32 = np.array([0x7FFFFFFF], dtype=np.uint32).view(np.float32)  # canonical f32 NaN
 
 
+def canonical_nan_f32(x: np.ndarray) -> np.ndarray:
+    """float32 array with every NaN replaced by the canonical 0x7FFFFFFF, as the GPU's f32
+    arithmetic (add.f32, fma.rn.f32) writes it (numpy keeps payloads; x86 writes 0xFFC00000
+    for Inf - Inf)."""
+    x = np.asarray(x, np.float32)
+    return np.where(np.isnan(x), _NAN32[0], x).astype(np.float32)
+
+
+def add_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``add.rn.f32`` elementwise: the float32 sum, NaN canonical."""
+    with np.errstate(all="ignore"):
+        return canonical_nan_f32(np.asarray(x, np.float32) + np.asarray(y, np.float32))
+
+
 @numba.njit(cache=True)
 def promote_one(acc, part, sa, sb, op):
     """acc + sa * sb * part in float32 (all float32 values) under promote op
