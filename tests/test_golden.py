@@ -232,3 +232,25 @@ def test_f32_arithmetic_of_the_schedules_writes_the_canonical_nan():
     for prec in ("ieee", "tf32x3"):
         d = bits_of(triton_matmul(a, b, block_k=32, input_precision=prec))
         assert np.all(d[:2] == 0x7FFFFFFF) and np.all(d[2:] == 0), prec
+
+
+def test_ieee_products_that_overflow_float32_give_inf_not_nan():
+    # one FMA per K with the product exact (float64): max * 3 overflows to -Inf and stays -Inf; a
+    # float32 product inside the FMA emulation made Inf - Inf = NaN (found by wgref fuzz lib:triton
+    # on the H200, seed 11 batch 171: the library wrote Inf)
+    a = np.ones((64, 32), np.float32)
+    b = np.ones((32, 8), np.float32)
+    a[0, 5] = -np.finfo(np.float32).max
+    b[5, :] = 3.0
+    d = triton_matmul(a, b, block_k=32, input_precision="ieee")
+    assert np.all(bits_of(d[0]) == 0xFF800000) and np.all(d[1:] == 34.0)
+
+
+def test_tf32x3_masks_nans_of_the_small_products():
+    # Triton's tf32x3 replaces NaNs of small_a*big_b + big_a*small_b by 0 before adding big_a*big_b:
+    # an Inf input (small = Inf - Inf = NaN) gives Inf, as the H200 wrote (wgref fuzz lib:triton)
+    a = np.ones((64, 8), np.float32)
+    b = np.ones((8, 8), np.float32)
+    a[0, 0] = np.inf
+    d = triton_matmul(a, b, block_k=8, input_precision="tf32x3")
+    assert np.all(np.isposinf(d[0])) and np.all(d[1:] == 8.0)

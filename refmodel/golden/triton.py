@@ -13,7 +13,8 @@ f32, ``input_precision="tf32"``        wgmma tf32 k8 on the raw f32 bits (no cvt
                                        ignores the low 13 bits) chained over the whole K
 f32, ``input_precision="tf32x3"``      per BLOCK_K slice: big = cvt.rna.tf32(x), small = x - big;
                                        P = small_a·big_b (fresh chain), P += big_a·small_b,
-                                       Q = big_a·big_b chained on P; acc = acc + Q (add.f32)
+                                       NaNs of P replaced by +0 (so an Inf input gives Inf, not
+                                       NaN), Q = big_a·big_b chained on P; acc = acc + Q (add.f32)
 f32, ``input_precision="ieee"``        CUDA-core FMAs in K order: acc = fma(a[k], b[k], acc),
                                        k = 0 .. K-1 (one correctly rounded FMA each)
 e4m3/e5m2, ``max_num_imprecise_acc=m``  wgmma k32 chain cut, inside each BLOCK_K slice, into groups of
@@ -137,6 +138,7 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             ks = slice(k0, k0 + block_k)
             p = gemm(small_a[:, ks], big_b[ks], instr=instr)
             p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
+            p = np.where(np.isnan(p), np.float32(0), p)      # Triton's replaceNansWithZeros
             q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
             acc = add_f32(acc, q)
         return _store(acc, od)
@@ -178,7 +180,7 @@ def _fma_kernel(a, b, out):
         for j in range(N):
             acc = np.float32(0.0)
             for k in range(K):
-                acc = fma_f32(a[i, k], b[k, j], acc)
+                acc = fma_f32(np.float64(a[i, k]), np.float64(b[k, j]), acc)  # products in float64: no overflow
             out[i, j] = acc
 
 
