@@ -575,3 +575,17 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
             print(f"batch {b}: {job}: {what}", flush=True)
         b += sn
     return rep
+
+
+def record_batches(target: str, seed: int, batches: list[int], path: str | Path) -> None:
+    """Re-run batches of a library campaign on the GPU and save the library's output bits (``b<batch>``
+    arrays in one npz): how a mismatch found by a campaign becomes a fixture
+    (:func:`gpu.record_triton.store_fuzz`)."""
+    runner = TorchRunner()
+    out = {}
+    for b in batches:
+        t = parse_target(target)
+        cfg, _, x = draw_call(t, seed, b)
+        o, _ = getattr(runner, t.replace("-", "_"))(x, cfg)
+        out[f"b{b}"] = o.view({4: np.uint32, 2: np.uint16}[o.dtype.itemsize])
+    np.savez_compressed(path, **out)

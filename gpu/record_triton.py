@@ -152,13 +152,59 @@ def store(explored: Path, out: Path, log=print) -> int:
     return 1 if bad else 0
 
 
+FUZZ_ROWS, FUZZ_COLS = 64, 16
+
+
+def store_fuzz(recorded: Path, seed: int, out: Path, log=print) -> int:
+    """Store batches of a ``wgref fuzz lib:triton`` campaign re-recorded on the GPU
+    (:func:`gpu.fuzz_library.record_batches`, a ``b<batch>`` array each) as triton_matmul fixtures
+    ``fuzz_s<seed>_b<batch>``: 64 rows and 16 columns of D, those with the most non-finite outputs
+    (the special-value cases that found golden-model bugs), with the A rows and B columns they use."""
+    from refmodel.dtypes import bits_of
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    from .fuzz_library import draw_call, golden_triton
+
+    z = np.load(recorded)
+    bad = 0
+    for key in sorted(z.keys(), key=lambda k: int(k[1:])):
+        b = int(key[1:])
+        cfg, fam, x = draw_call("triton", seed, b)
+        hw = z[key]
+        n = int(np.count_nonzero(bits_of(golden_triton(x, cfg)).reshape(hw.shape) != hw))
+        log(f"batch {b} ({cfg['dtype']} {cfg['input_precision']} {fam}): {hw.size} outputs, {n} mismatches")
+        bad += n
+        if n or cfg["M"] < FUZZ_ROWS:
+            continue
+        exp = (hw >> (23 if hw.dtype == np.uint32 else (10 if cfg["out"] == "f16" else 7)))
+        nonfinite = (exp & (0xFF if cfg["out"] in ("f32", "bf16") else 0x1F)) == (0xFF if cfg["out"] in ("f32", "bf16") else 0x1F)
+        rows = np.sort(np.argsort(-nonfinite.sum(1), kind="stable")[:FUZZ_ROWS])
+        cols = np.sort(np.argsort(-nonfinite.sum(0), kind="stable")[:FUZZ_COLS])
+        prov = {"device": "NVIDIA H200", "triton": "3.6.0", "torch": "2.11.0+cu130",
+                "recorder": "gpu.fuzz_library.record_batches", "campaign": f"wgref fuzz lib:triton --seed {seed}",
+                **host_provenance()}
+        write_fixture("triton", f"fuzz_s{seed}_b{b}", {"a": bits_of(x["a"][rows]), "b": bits_of(x["b"][:, cols]),
+                                                       "d": hw[np.ix_(rows, cols)], "rows": rows, "cols": cols},
+                      kind="triton_matmul", cases=FUZZ_ROWS * FUZZ_COLS,
+                      meta={"dtype": cfg["dtype"], "BM": 64, "BN": 64, "BK": cfg["block_k"], "warps": cfg["num_warps"],
+                            "input_precision": cfg["input_precision"], "out": cfg["out"], "imp": cfg["imp"],
+                            "recorded_shape": [cfg["M"], cfg["K"], cfg["N"]], "family": fam},
+                      provenance=prov, root=out)
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--explore", help="run every configuration on the GPU, save to this folder")
     p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
     p.add_argument("--out", default="fixtures")
     p.add_argument("--only", default=None, help="comma-separated configuration names (default: all)")
+    p.add_argument("--store-fuzz", default=None, metavar="NPZ",
+                   help="(CPU) store batches re-recorded by gpu.fuzz_library.record_batches (with --seed)")
+    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    if a.store_fuzz:
+        return store_fuzz(Path(a.store_fuzz), a.seed, Path(a.out))
     if a.explore:
         explore(Path(a.explore), set(a.only.split(",")) if a.only else None)
         return 0
