@@ -120,8 +120,16 @@ settings ran the same kernels with an f32 workspace.
 
 ## DeepGEMM
 
-See the closing notes of issue 11: whether a DeepGEMM build ran on the device, and if not, why.
-The DeepGEMM-style FP8 GEMM kernel of this repo (`gpu/gemm_fp8.py`, `docs/pipeline.md`: 1×128 /
-128×128 scales, promotion into f32 every 4 wgmma k32 instructions) is the stand-in, verified on the
-H200 by `fixtures/gemm`.
+Not reproduced yet; the stand-in stays. `gpu/record_deepgemm.py` carries DeepGEMM 2.6.1
+(deepseek-ai/DeepGEMM@54e2261, with its CUTLASS and fmt headers) to the H200, builds its extension
+there (`--build`: 78 s with g++ 13.3, CUDA 13.0, torch 2.11) and imports it, but the recording
+process (`--explore`) died with a segmentation fault right after the import, before the first
+`fp8_gemm_nt` call returned (`docs/data/deepgemm_h200_attempt.txt` keeps the logs). The cause was not
+found within that session's device time; `python -m gpu.record_deepgemm --compare DIR` is ready for
+a recording. By DeepGEMM's source its SM90 FP8 kernel is 4 chained wgmma k32 per 128 of K, then
+`final_accum += (scale_a * scale_b) * accum` (a rounded multiply, then an FMA) and one bf16
+rounding: `refmodel.gemm(..., promote_every=4, promote_op="fma")` with 1×128 / 128×128 scales — a
+lead until a recording confirms it. The DeepGEMM-style FP8 GEMM kernel of this repo
+(`gpu/gemm_fp8.py`, `docs/pipeline.md`: the same scales and promotion) is the stand-in, verified on
+the H200 by `fixtures/gemm`.
 """
