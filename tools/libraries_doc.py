@@ -125,8 +125,9 @@ Not reproduced yet; the stand-in stays. `gpu/record_deepgemm.py` carries DeepGEM
 there (`--build`: 78 s with g++ 13.3, CUDA 13.0, torch 2.11) and imports it, but the recording
 process (`--explore`) died with a segmentation fault right after the import, before the first
 `fp8_gemm_nt` call returned (`docs/data/deepgemm_h200_attempt.txt` keeps the logs). The cause was not
-found within that session's device time; `python -m gpu.record_deepgemm --compare DIR` is ready for
-a recording. By DeepGEMM's source its SM90 FP8 kernel is 4 chained wgmma k32 per 128 of K, then
+found within that session's device time (next step: DeepGEMM's own FP8 test under
+`python -X faulthandler`, without the recorder's debug/dump variables and stdout capture, to place
+the fault); `python -m gpu.record_deepgemm --compare DIR` is ready for a recording. By DeepGEMM's source its SM90 FP8 kernel is 4 chained wgmma k32 per 128 of K, then
 `final_accum += (scale_a * scale_b) * accum` (a rounded multiply, then an FMA) and one bf16
 rounding: `refmodel.gemm(..., promote_every=4, promote_op="fma")` with 1×128 / 128×128 scales — a
 lead until a recording confirms it. The DeepGEMM-style FP8 GEMM kernel of this repo
