@@ -172,3 +172,11 @@ def test_merge_counts_gpu_engine_port_disagreements_and_fails_on_them(tmp_path):
     rep = merge_journals([tmp_path])
     assert (rep.outputs, rep.mismatches, rep.port_disagreements, rep.mismatching_batches) == (600, 0, 1, [3])
     assert cli_main(["merge", str(tmp_path)]) == 1
+
+
+def test_a_malformed_inject_fault_is_refused_before_any_worker_starts(tmp_path):
+    for bad in ("1-4", "x:2", "-1:3"):
+        r = _cli("fuzz", INSTR, "--cases", "8", "--devices", "0,0", "--dry-run", "--inject-fault", bad,
+                 "--out", "c", cwd=tmp_path)
+        assert r.returncode == 2 and "--inject-fault" in r.stderr, (bad, r.stderr)
+        assert not (tmp_path / "c").exists()      # no worker folder: refused up front

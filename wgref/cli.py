@@ -449,6 +449,19 @@ def _fuzz_library(args, target: str, shard: tuple[int, int], secs: float | None)
                         f"{args.out}/journal.jsonl", f"saved to {rep.repro}")
 
 
+def _parse_fault(text: str | None) -> tuple[int, int] | None:
+    """``--inject-fault SHARD:BATCH`` as two non-negative ints (None when not given)."""
+    if text is None:
+        return None
+    try:
+        fs, fb = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--inject-fault must look like SHARD:BATCH (e.g. 1:4), got {text!r}") from None
+    if fs < 0 or fb < 0:
+        raise UsageError(f"--inject-fault SHARD and BATCH must be >= 0, got {text!r}")
+    return fs, fb
+
+
 @command("fuzz")
 def cmd_fuzz(args) -> int:
     from refmodel.verify.journal import parse_shard
@@ -466,6 +479,7 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--engine gpu runs dense wgmma targets on a GPU (no --dry-run, no cvt/layout/sparse)")
     if args.batch_tiles is not None and args.batch_tiles < 1:
         raise UsageError(f"--batch-tiles must be >= 1, got {args.batch_tiles}")
+    fault_spec = _parse_fault(args.inject_fault)  # checked here, before any worker starts
     if not args.dry_run:
         from gpu.runtime import require_device
 
@@ -509,11 +523,8 @@ def cmd_fuzz(args) -> int:
 
     hw = model_device if args.dry_run else None
     fault_at = fault = None
-    if args.inject_fault:
-        try:
-            fs, fb = (int(x) for x in args.inject_fault.split(":"))
-        except ValueError:
-            raise UsageError(f"--inject-fault must look like SHARD:BATCH (e.g. 1:4), got {args.inject_fault!r}") from None
+    if fault_spec is not None:
+        fs, fb = fault_spec
         if fs == shard[0]:
             fault_at = fb
             if not args.dry_run:
