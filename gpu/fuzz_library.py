@@ -335,38 +335,11 @@ class GoldenRunner:
 
 # ----------------------------------------------------------------------------- the GPU runner
 
-_TRITON_KERNEL: Any = None
-
-
 def _triton_kernel():
-    """gpu.record_triton's kernel (the same text), built once."""
-    global _TRITON_KERNEL
-    if _TRITON_KERNEL is None:
-        import triton
-        import triton.language as tl
+    """gpu.record_triton's kernel: the one whose recordings fixtures/triton holds."""
+    from .record_triton import tiled_matmul_kernel
 
-        @triton.jit
-        def mm(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr,
-               BK: tl.constexpr, PREC: tl.constexpr, IMP: tl.constexpr, OUT: tl.constexpr):
-            pid_m = tl.program_id(0)
-            pid_n = tl.program_id(1)
-            rm = pid_m * BM + tl.arange(0, BM)
-            rn = pid_n * BN + tl.arange(0, BN)
-            rk = tl.arange(0, BK)
-            acc = tl.zeros((BM, BN), dtype=tl.float32)
-            for k in range(0, Kx, BK):
-                a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-                b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-                if IMP == -1:
-                    acc = tl.dot(a, b, acc)
-                elif PREC == "none":
-                    acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP)
-                else:
-                    acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP)
-            tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
-
-        _TRITON_KERNEL = mm
-    return _TRITON_KERNEL
+    return tiled_matmul_kernel()
 
 
 def _triton_refusals() -> tuple:

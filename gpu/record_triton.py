@@ -44,31 +44,49 @@ M = N = 256
 K = 512
 
 
+_KERNEL = None
+
+
+def tiled_matmul_kernel():
+    """The textbook Triton tiled matmul (built once): ``acc = tl.zeros``; per BLOCK_K slice
+    ``acc = tl.dot(a, b, acc, ...)`` (``IMP == -1``: no ``max_num_imprecise_acc`` argument; ``PREC ==
+    "none"``: no ``input_precision``); store ``acc.to(OUT)``.  Recorded here and fuzzed by
+    gpu.fuzz_library."""
+    global _KERNEL
+    if _KERNEL is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def mm(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr,
+               BK: tl.constexpr, PREC: tl.constexpr, IMP: tl.constexpr, OUT: tl.constexpr):
+            pid_m = tl.program_id(0)
+            pid_n = tl.program_id(1)
+            rm = pid_m * BM + tl.arange(0, BM)
+            rn = pid_n * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for k in range(0, Kx, BK):
+                a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
+                b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+                if IMP == -1:
+                    acc = tl.dot(a, b, acc)
+                elif PREC == "none":
+                    acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP)
+                else:
+                    acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP)
+            tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
+
+        _KERNEL = mm
+    return _KERNEL
+
+
 def explore(out: Path, only=None) -> None:
     import torch
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def mm(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr,
-           BK: tl.constexpr, PREC: tl.constexpr, IMP: tl.constexpr, OUT: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, Kx, BK):
-            a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-            b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-            if IMP == -1:
-                acc = tl.dot(a, b, acc)
-            elif PREC == "none":
-                acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP)
-            else:
-                acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP)
-        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
-
+    mm = tiled_matmul_kernel()
     out.mkdir(parents=True, exist_ok=True)
     tdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "f16": torch.float16, "bf16": torch.bfloat16,
            "f32": torch.float32}
