@@ -30,7 +30,6 @@ from refmodel.dtypes import bits_of, element_dtype, from_bits
 from refmodel.errors import InputError
 from refmodel.numerics.accumulate import AccumParams, decode_table, params_for
 from refmodel.numerics.wgmma import operand_codes, operand_spec, prepare
-from refmodel.wgmma_forms import parse_wgmma
 
 SOURCE = r"""
 #ifndef WGREF_HD
@@ -237,24 +236,29 @@ def kernel_params(p: AccumParams, mbits_a: int, mbits_b: int) -> WgParams:
 _HOST: Optional[ctypes.CDLL] = None
 
 
-def host_library() -> ctypes.CDLL:
-    """:data:`SOURCE` compiled for the host with the system C++ compiler (cached by source hash)."""
-    global _HOST
-    if _HOST is not None:
-        return _HOST
+def build_host_library(source: str, stem: str, what: str) -> ctypes.CDLL:
+    """``source`` compiled for the host with the system C++ compiler as a shared library, cached in
+    the temp folder by source hash (``<stem>_<hash>.so``); ``what`` names it in the error."""
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if not cxx:
-        raise InputError("no C++ compiler found (set CXX or install g++) to build the host copy of the GPU model")
-    h = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    lib = Path(tempfile.gettempdir()) / f"wgref_device_model_{h}.so"
+        raise InputError(f"no C++ compiler found (set CXX or install g++) to build the host copy of {what}")
+    h = hashlib.sha256(source.encode()).hexdigest()[:16]
+    lib = Path(tempfile.gettempdir()) / f"{stem}_{h}.so"
     if not lib.exists():
         src = lib.with_suffix(".cpp")
-        src.write_text(SOURCE)
+        src.write_text(source)
         tmp = lib.with_suffix(f".{os.getpid()}.so")
         subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)], check=True,
                        capture_output=True)
         os.replace(tmp, lib)
-    _HOST = ctypes.CDLL(str(lib))
+    return ctypes.CDLL(str(lib))
+
+
+def host_library() -> ctypes.CDLL:
+    """:data:`SOURCE` compiled for the host with the system C++ compiler (cached by source hash)."""
+    global _HOST
+    if _HOST is None:
+        _HOST = build_host_library(SOURCE, "wgref_device_model", "the GPU model")
     return _HOST
 
 

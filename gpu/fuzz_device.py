@@ -23,12 +23,8 @@ The journal has the CPU fuzzer's records (``batch``, ``tiles``, ``outputs``, ``m
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +32,6 @@ from typing import Optional
 
 import numpy as np
 
-from refmodel.dtypes import element_dtype, from_bits
 from refmodel.errors import InputError
 from refmodel.fileio import atomic_write_text
 from refmodel.numerics.accumulate import params_for
@@ -145,18 +140,9 @@ _HOST: Optional[ctypes.CDLL] = None
 def _host_library() -> ctypes.CDLL:
     global _HOST
     if _HOST is None:
-        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-        if not cxx:
-            raise InputError("no C++ compiler found (set CXX or install g++) to build the host copy of the generator")
-        h = hashlib.sha256(GEN_SOURCE.encode()).hexdigest()[:16]
-        lib = Path(tempfile.gettempdir()) / f"wgref_gen_{h}.so"
-        if not lib.exists():
-            src = lib.with_suffix(".cpp")
-            src.write_text(GEN_SOURCE)
-            tmp = lib.with_suffix(f".{os.getpid()}.so")
-            subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)], check=True, capture_output=True)
-            os.replace(tmp, lib)
-        _HOST = ctypes.CDLL(str(lib))
+        from .device_model import build_host_library
+
+        _HOST = build_host_library(GEN_SOURCE, "wgref_gen", "the generator")
     return _HOST
 
 

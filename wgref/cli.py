@@ -575,7 +575,6 @@ def _replay_sparse(args) -> int:
     if hw is None:
         raise UsageError(f"{args.file} holds no hardware output")
     rep = diff(model, hw, name="refmodel vs recorded hardware")
-    summary = case.notes.get("summary") if isinstance(case.notes, dict) else None
     if args.json:
         print(json.dumps({"case": case.config(), "notes": case.notes, "reports": [rep.to_dict()]}))
     else:

@@ -42,7 +42,6 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..dtypes import element_dtype
 from ..errors import DTypeError, InputError
 import numba
 
