@@ -28,7 +28,7 @@ from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 from concurrent.futures import ThreadPoolExecutor
 
-from refmodel.verify.journal import read_journal  # noqa: F401  (re-exported: gpu.fuzz.read_journal)
+from refmodel.verify.journal import open_journal, read_journal  # noqa: F401  (read_journal re-exported)
 
 from .record_wgmma import Job, families_for, model_chain
 
@@ -58,8 +58,25 @@ def select_forms(target: str) -> list[WgmmaForm]:
     return hits
 
 
+class RatedReport:
+    """What every campaign report adds to its counters: ``rate`` (outputs per second of batch time)
+    and ``to_dict()`` (the counters and ``outputs_per_second``, for ``--json``)."""
+
+    outputs: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.outputs / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["outputs_per_second"] = self.rate
+        return d
+
+
 @dataclass
-class FuzzReport:
+class FuzzReport(RatedReport):
     target: str
     seed: int
     batches: int = 0
@@ -70,15 +87,6 @@ class FuzzReport:
     repro: Optional[str] = None
     shrink_log: list[str] = field(default_factory=list)
     first: Optional[dict] = None
-
-    @property
-    def rate(self) -> float:
-        return self.outputs / self.seconds if self.seconds else 0.0
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["outputs_per_second"] = self.rate
-        return d
 
 
 def _draw_job(rng: np.random.Generator, forms: list[WgmmaForm], *, rs, chain, scale_d) -> Job:
@@ -149,20 +157,12 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     header = _journal_header(target, seed, families, rs, chain, scale_d, batch_tiles, (si, sn))
     rep = FuzzReport(target, seed)
     start_batch = si
-    if resume and journal.exists():
-        lines = read_journal(journal)
-        if not lines or lines[0].get("header") != header:
-            raise InputError(f"{journal} belongs to another campaign (target, seed or options differ); "
-                             "use another --out or drop --resume")
-        for rec in lines[1:]:
-            if "batch" in rec:
-                start_batch = max(start_batch, rec["batch"] + sn)
-                rep.tiles += rec["tiles"]
-                rep.outputs += rec["outputs"]
-                rep.mismatches += rec["mismatches"]
-                rep.seconds += rec["seconds"]
-    else:
-        atomic_write_text(journal, json.dumps({"header": header}) + "\n")
+    for rec in open_journal(journal, header, resume):
+        start_batch = max(start_batch, rec["batch"] + sn)
+        rep.tiles += rec["tiles"]
+        rep.outputs += rec["outputs"]
+        rep.mismatches += rec["mismatches"]
+        rep.seconds += rec["seconds"]
     rep.batches = (start_batch - si) // sn
     bar = _progress(cases, rep.tiles, progress)
     t_start = time.time()
@@ -395,7 +395,6 @@ def fuzz_sparse(target: str = "sparse", *, cases: int, seed: int = 0, seconds: O
     elements that matter (:mod:`refmodel.verify.shrink_sparse`) and saved for ``wgref replay``."""
     from refmodel.dtypes import bits_of as _bits
     from refmodel.layouts.fragment import unpack_accumulator
-    from refmodel.layouts.sparse_meta import pack_meta
     from refmodel.numerics.sparse import wgmma_sp
     from refmodel.verify.shrink_sparse import SparseCase, save_sparse_case, shrink_sparse
     from refmodel.wgmma_sp_forms import parse_wgmma_sp

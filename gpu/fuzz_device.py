@@ -40,6 +40,8 @@ from refmodel.verify.seeded import FAMILIES, FORMATS, key, tile_families
 from refmodel.verify.seeded import typed as seeded_typed
 from refmodel.wgmma_forms import WgmmaForm
 
+from .fuzz import RatedReport
+
 GEN_SOURCE = r"""
 #ifndef WGREF_HD
 #ifdef __CUDACC_RTC__
@@ -173,7 +175,7 @@ def typed(form: WgmmaForm, bits: dict[str, np.ndarray]) -> tuple[np.ndarray, np.
 
 
 @dataclass
-class DeviceFuzzReport:
+class DeviceFuzzReport(RatedReport):
     target: str
     seed: int
     batches: int = 0
@@ -186,15 +188,6 @@ class DeviceFuzzReport:
     compile_seconds: float = 0.0
     first: Optional[dict] = None
     forms: dict = field(default_factory=dict)
-
-    @property
-    def rate(self) -> float:
-        return self.outputs / self.seconds if self.seconds else 0.0
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["outputs_per_second"] = self.rate
-        return d
 
 
 class _FormRunner:
@@ -366,7 +359,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
     """
     import cupy as cp
 
-    from refmodel.verify.journal import read_journal
+    from refmodel.verify.journal import open_journal
 
     from .fuzz import select_forms
 
@@ -384,19 +377,11 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
         header["shard"] = [int(si), int(sn)]
     rep = DeviceFuzzReport(target, seed)
     b = si
-    if resume and journal.exists():
-        lines = read_journal(journal)
-        if not lines or lines[0].get("header") != header:
-            raise InputError(f"{journal} belongs to another campaign (target, seed or options differ); "
-                             "use another --out or drop --resume")
-        for rec in lines[1:]:
-            if "batch" in rec:
-                b = max(b, rec["batch"] + sn)
-                for k in ("tiles", "outputs", "mismatches", "seconds"):
-                    setattr(rep, k, getattr(rep, k) + rec[k])
-                rep.port_disagreements += rec.get("port_disagreements", 0)
-    else:
-        atomic_write_text(journal, json.dumps({"header": header}) + "\n")
+    for rec in open_journal(journal, header, resume):
+        b = max(b, rec["batch"] + sn)
+        for k in ("tiles", "outputs", "mismatches", "seconds"):
+            setattr(rep, k, getattr(rep, k) + rec[k])
+        rep.port_disagreements += rec.get("port_disagreements", 0)
     runners: dict = {}
     rep.compile_seconds = precompile(forms, runners)
     t_start = time.time()

@@ -42,8 +42,9 @@ import numpy as np
 
 from refmodel.dtypes import bits_of, element_dtype, from_bits
 from refmodel.errors import DeviceError, InputError
-from refmodel.fileio import atomic_write_text
 from refmodel.verify.seeded import FORMATS
+
+from .fuzz import RatedReport
 
 TARGETS = ("triton", "cublas", "scaled-mm")
 FAMILIES = ("narrow", "wide", "special", "cancel", "zero", "subnormal")
@@ -66,7 +67,7 @@ class CallRefused(Exception):
 
 
 @dataclass
-class LibraryFuzzReport:
+class LibraryFuzzReport(RatedReport):
     target: str
     seed: int
     batches: int = 0
@@ -77,15 +78,6 @@ class LibraryFuzzReport:
     seconds: float = 0.0
     first: Optional[dict] = None
     repro: Optional[str] = None
-
-    @property
-    def rate(self) -> float:
-        return self.outputs / self.seconds if self.seconds else 0.0
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["outputs_per_second"] = self.rate
-        return d
 
 
 def parse_target(target: str) -> str:
@@ -476,7 +468,7 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
     batch of the same campaign.  ``runner`` defaults to :class:`TorchRunner` (the GPU)."""
     name = parse_target(target)
     _check_args(cases, seed, shard)
-    from refmodel.verify.journal import read_journal
+    from refmodel.verify.journal import open_journal
 
     si, sn = shard
     if runner is None:
@@ -487,22 +479,14 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
     header = _header(name, int(seed), (si, sn))
     rep = LibraryFuzzReport(f"lib:{name}", int(seed))
     b = si
-    if resume and journal.exists():
-        lines = read_journal(journal)
-        if not lines or lines[0].get("header") != header:
-            raise InputError(f"{journal} belongs to another campaign (target, seed or shard differ); "
-                             "use another --out or drop --resume")
-        for rec in lines[1:]:
-            if "batch" in rec:
-                b = max(b, rec["batch"] + sn)
-                rep.batches += 1
-                rep.calls += rec["tiles"]
-                rep.outputs += rec["outputs"]
-                rep.mismatches += rec["mismatches"]
-                rep.skipped += int(bool(rec.get("skipped")))
-                rep.seconds += rec["seconds"]
-    else:
-        atomic_write_text(journal, json.dumps({"header": header}) + "\n")
+    for rec in open_journal(journal, header, resume):
+        b = max(b, rec["batch"] + sn)
+        rep.batches += 1
+        rep.calls += rec["tiles"]
+        rep.outputs += rec["outputs"]
+        rep.mismatches += rec["mismatches"]
+        rep.skipped += int(bool(rec.get("skipped")))
+        rep.seconds += rec["seconds"]
     call = getattr(runner, name.replace("-", "_"))
     t_start = time.time()
     while rep.calls < cases and (seconds is None or time.time() - t_start < seconds):

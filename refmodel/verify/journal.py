@@ -54,6 +54,22 @@ def read_journal(journal: Path) -> list[dict]:
 
 
 
+def open_journal(journal: Path, header: dict, resume: bool) -> list[dict]:
+    """Start a campaign's journal: with ``resume`` and an existing journal, check that it belongs to
+    the campaign ``header`` describes and return its batch records (to continue after them);
+    otherwise write a fresh journal holding only the header and return ``[]``."""
+    from ..fileio import atomic_write_text
+
+    if resume and journal.exists():
+        lines = read_journal(journal)
+        if not lines or lines[0].get("header") != header:
+            raise InputError(f"{journal} belongs to another campaign (target, seed or options differ); "
+                             "use another --out or drop --resume")
+        return [r for r in lines[1:] if "batch" in r]
+    atomic_write_text(journal, json.dumps({"header": header}) + "\n")
+    return []
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``."""
     try:
