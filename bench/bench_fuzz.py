@@ -1,9 +1,9 @@
 """Benchmark (on the H200): end-to-end outputs/s of an e4m3 m64n256k32 fuzz campaign,
 next to the hardware alone and the model alone, measured in the same run — for both engines:
 
-* ``--engine gpu`` (gpu/fuzz_device.py): inputs, hardware, the GPU port of the model and the
+* ``--engine gpu`` (gpu/fuzz/gpu_engine.py): inputs, hardware, the GPU port of the model and the
   comparison on the GPU; stages timed alone on the same batch, then a campaign end to end;
-* ``--engine cpu`` (gpu/fuzz.py): inputs and refmodel (numba) on the host, the baseline.
+* ``--engine cpu`` (gpu/fuzz/cpu_engine.py): inputs and refmodel (numba) on the host, the baseline.
 
     python bench/bench_fuzz.py [--engine both] [--seconds 30] [--tiles 256] [--gpu-tiles 8192]
 """
@@ -23,7 +23,7 @@ def gpu_engine(seconds: float, tiles: int, targets=(INSTR, "wgmma.mma_async.sync
     """Stage rates and end-to-end rate of the GPU engine; returns {target: end-to-end outputs/s}."""
     import cupy as cp
 
-    from gpu.fuzz_device import _FormRunner, fuzz_device, tile_families
+    from gpu.kernels.form_runner import FormRunner, fuzz_device, tile_families
     from refmodel.wgmma_forms import parse_wgmma
 
     def rate(fn, outs, reps=10):
@@ -39,7 +39,7 @@ def gpu_engine(seconds: float, tiles: int, targets=(INSTR, "wgmma.mma_async.sync
     for target in targets:
         if target.startswith("wgmma."):
             form = parse_wgmma(target)
-            run = _FormRunner(form, 1, 1)
+            run = FormRunner(form, 1, 1)
             fams = cp.asarray(tile_families(0, 0, tiles))
             x = run.generate(0, 0, fams)
             outs = tiles * 64 * form.n
@@ -69,14 +69,15 @@ def main():
     gpu_rates = gpu_engine(args.seconds, args.gpu_tiles) if args.engine in ("gpu", "both") else {}
     if args.engine == "gpu":
         return
-    from gpu.fuzz import fuzz
-    from gpu.record_wgmma import Job, hardware_runner, make_inputs, model_chain
+    from gpu.fuzz.cpu_engine import fuzz
+    from gpu.kernels.wgmma import job_runner
+    from refmodel.verify.jobs import Job, make_inputs, model_chain
     from refmodel.numerics.wgmma import wgmma
 
     job = Job(INSTR)
     rng = np.random.default_rng(0)
     a, b, c, _, _ = make_inputs(job, rng, max(1, args.tiles // 9))
-    hw = hardware_runner(isolate=False)
+    hw = job_runner(isolate=False)
     hw(job, a, b, c)
     model_chain(wgmma, job, a, b, c)
     outs = c.size

@@ -1,4 +1,4 @@
-"""FP8 GEMM kernel (gpu/gemm_fp8.py) vs torch._scaled_mm (cuBLASLt), e4m3 -> bf16, same shapes,
+"""FP8 GEMM kernel (gpu/kernels/gemm_fp8.py) vs torch._scaled_mm (cuBLASLt), e4m3 -> bf16, same shapes,
 same run, on the H200: TFLOP/s (median of events over repeated runs) and the ratio.
 
     python bench/bench_gemm_kernel.py [--sizes 4096 8192] [--reps 20]
@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from gpu.gemm_fp8 import GemmConfig, gemm_fp8
+    from gpu.kernels.gemm_fp8 import GemmConfig, gemm_fp8
 
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])

@@ -3,7 +3,7 @@
 Prints the wall time of refmodel's sweep (branch-free numba kernel + chunked sha256) for
 each hardware form, next to baselines measured in the same run on one 2**24 chunk and
 extrapolated to 2**32: ml_dtypes' astype (no hashing) and refmodel's generic rounding
-kernel.  Goal of the foundation issue: all four hardware forms in <= 60 s on 2 cores.
+kernel.  Goal: all four hardware forms in <= 60 s on 2 cores.
 
     python bench/bench_sweep.py [--forms 4|6] [--workers N]
 """

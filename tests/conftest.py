@@ -12,7 +12,7 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if "gpu" in it.keywords]
     if not gpu_items:
         return
-    from gpu.runtime import _probe
+    from gpu.kernels.runtime import _probe
 
     ok, why = _probe()
     if ok:

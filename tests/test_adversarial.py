@@ -419,7 +419,7 @@ def test_corrupted_replay_file(tmp_path_factory, cut, flips, adversarial_counter
 @settings(max_examples=n(60))
 @given(cut=st.integers(0, 400), flip=st.integers(0, 400), x=st.integers(0, 255))
 def test_corrupted_fuzz_journal(tmp_path_factory, cut, flip, x, adversarial_counter):
-    from gpu.fuzz import read_journal
+    from gpu.fuzz.cpu_engine import read_journal
 
     adversarial_counter["cases"] += 1
     d = tmp_path_factory.mktemp("journal")
@@ -615,7 +615,7 @@ def test_quantize_output_is_written_atomically(files, tmp_path, monkeypatch):
 
 
 def test_torn_journal_line_is_dropped_with_a_warning(tmp_path):
-    from gpu.fuzz import read_journal
+    from gpu.fuzz.cpu_engine import read_journal
 
     j = tmp_path / "journal.jsonl"
     whole = json.dumps({"header": {"seed": 0}}) + "\n" + json.dumps(

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gpu.fuzz import fuzz
-from gpu.fuzz import model_device as honest
+from gpu.fuzz.cpu_engine import fuzz
+from gpu.fuzz.cpu_engine import model_device as honest
 from refmodel.errors import InputError
 from refmodel.verify.journal import merge_journals, parse_shard, read_journal, split_shard
 from test_fuzz import drops_last_k  # the planted-bug 'device' of the single-process tests
@@ -124,7 +124,7 @@ def test_devices_runs_one_worker_process_per_entry_and_merges(tmp_path):
 
 def test_ray_runs_shards_as_tasks_and_brings_the_journals_home(tmp_path):
     ray = pytest.importorskip("ray")
-    from gpu.ray_campaign import run_ray
+    from gpu.fuzz.ray_campaign import run_ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

@@ -1,12 +1,12 @@
-"""The GPU port of the accumulator (gpu/device_model.py), built for the host from the very source
+"""The GPU port of the accumulator (gpu/kernels/device_model.py), built for the host from the very source
 NVRTC compiles for the device, against the CPU refmodel: every dense wgmma form, every input
 family of the fuzzer (NaN/Inf/subnormal/extreme/cancellation), scale-d and imm-scale."""
 
 import numpy as np
 import pytest
 
-from gpu.device_model import SOURCE, wgmma_host
-from gpu.record_wgmma import families_for
+from gpu.kernels.device_model import SOURCE, wgmma_host
+from refmodel.verify.jobs import families_for
 from refmodel.dtypes import bits_of
 from refmodel.numerics.wgmma import wgmma
 from refmodel.wgmma_forms import WGMMA_FORMS
@@ -59,7 +59,7 @@ def test_the_device_build_matches_the_host_build_on_every_form():
     # the same source through NVRTC on the H200's CUDA cores: bit for bit what the host build gives
     import cupy as cp
 
-    from gpu.device_model import wgmma_device
+    from gpu.kernels.device_model import wgmma_device
 
     for i, form in enumerate(WGMMA_FORMS):
         for name, a, b, c in _cases(form, 1000 + i):
@@ -72,8 +72,9 @@ def test_the_device_build_matches_the_host_build_on_every_form():
 def test_every_sparse_form_matches_refmodel():
     # the kept products gathered by the metadata (any nibble where the hardware is deterministic,
     # the two legal ones for tf32), then the same fused sum with one row of A per tile
-    from gpu.device_model import wgmma_sp_host
-    from gpu.record_sparse import LEGAL_TF32, _random_operand
+    from gpu.kernels.device_model import wgmma_sp_host
+    from gpu.record.sparse import LEGAL_TF32
+    from refmodel.verify.families.operand import random_operand as _random_operand
     from refmodel.numerics.sparse import wgmma_sp
     from refmodel.wgmma_sp_forms import WGMMA_SP_FORMS
 

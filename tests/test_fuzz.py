@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from gpu.fuzz import fuzz, select_forms
-from gpu.fuzz import model_device as honest
-from gpu.record_wgmma import model_chain
+from gpu.fuzz.cpu_engine import fuzz, select_forms
+from gpu.fuzz.cpu_engine import model_device as honest
+from refmodel.verify.jobs import model_chain
 from refmodel.verify.case import load_case
 from refmodel.errors import InputError
 from refmodel.numerics.wgmma import wgmma
@@ -55,7 +55,7 @@ def test_planted_bug_is_caught_and_shrunk(tmp_path):
 
 
 def test_fuzz_cvt_catches_a_wrong_device(tmp_path):
-    from gpu.fuzz import fuzz_cvt
+    from gpu.fuzz.cpu_engine import fuzz_cvt
     from refmodel.numerics.cvt import cvt
 
     honest_cvt = lambda instr, a, b=None: cvt(instr, a, b)  # noqa: E731

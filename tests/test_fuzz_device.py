@@ -1,4 +1,4 @@
-"""The GPU-resident fuzzer (gpu/fuzz_device.py): its input generator, built for the host from the
+"""The GPU-resident fuzzer (gpu/fuzz/gpu_engine.py): its input generator, built for the host from the
 source the GPU runs, and the GPU port of the model on those inputs against the CPU refmodel on every
 dense form and every family; on the H200 (gpu marker) the device generator against the host one,
 campaigns with 0 mismatches, and a planted wrong output that must be found."""
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gpu.fuzz_device import FAMILIES, GEN_SOURCE, generate_host, tile_families, typed
+from gpu.fuzz.gpu_engine import FAMILIES, GEN_SOURCE, generate_host, tile_families, typed
 from refmodel.dtypes import bits_of
 from refmodel.wgmma_forms import WGMMA_FORMS
 
@@ -19,7 +19,7 @@ E4M3 = next(f for f in WGMMA_FORMS if f.instr.endswith("m64n64k32.f32.e4m3.e4m3"
 
 @needs_cxx
 def test_the_gpu_port_matches_refmodel_on_every_form_and_generated_family():
-    from gpu.device_model import wgmma_host
+    from gpu.kernels.device_model import wgmma_host
     from refmodel.numerics.wgmma import wgmma
 
     checked = 0
@@ -87,12 +87,12 @@ def test_the_generator_source_parses_for_the_device():
 def test_the_device_generator_is_the_host_generator():
     import cupy as cp
 
-    from gpu.fuzz_device import _FormRunner
+    from gpu.kernels.form_runner import FormRunner
 
     for form in (E4M3, next(f for f in WGMMA_FORMS if f.instr.endswith("m64n256k16.f32.bf16.bf16")),
                  next(f for f in WGMMA_FORMS if f.instr.endswith("m64n32k8.f32.tf32.tf32")),
                  next(f for f in WGMMA_FORMS if f.family == "int8")):
-        run = _FormRunner(form, 1, 1)
+        run = FormRunner(form, 1, 1)
         dev = run.generate(5, 11, cp.asarray(tile_families(5, 11, 9)))
         host = generate_host(form, 5, 11, 9)
         for k in host:
@@ -101,7 +101,7 @@ def test_the_device_generator_is_the_host_generator():
 
 @pytest.mark.gpu
 def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_path):
-    from gpu.fuzz_device import fuzz_device
+    from gpu.fuzz.gpu_engine import fuzz_device
     from refmodel.verify.journal import merge_journals
 
     target = "n256k32.f32.e4m3.e4m3,n64k16.f32.bf16,n24k32.s32.s8.u8,n32k8.f32.tf32,n128k16.f16.f16"

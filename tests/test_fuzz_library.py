@@ -1,4 +1,4 @@
-"""gpu.fuzz_library (``wgref fuzz lib:...``): the campaign loop with the golden models standing in for the
+"""gpu.fuzz.library (``wgref fuzz lib:...``): the campaign loop with the golden models standing in for the
 libraries (CPU), planted and NaN-payload mismatches, skipped split-K calls, the input families, the journal
 (resume, shards, merge), the CLI; and one gpu-marked test against the real libraries on the H200."""
 
@@ -9,12 +9,16 @@ import json
 import numpy as np
 import pytest
 
-import gpu.fuzz_library as FL
-from gpu.fuzz_library import (FAMILIES, CallRefused, GoldenRunner, draw_call, fuzz_library, golden_triton,
-                              make_inputs, special_values)
+import gpu.libraries.torch_cublas as TL
+import refmodel.verify.families.matrix as MX
+import refmodel.verify.library_calls as LC
+from gpu.fuzz.library import fuzz_library
+from gpu.libraries.torch_cublas import CallRefused
 from refmodel.dtypes import bits_of
 from refmodel.errors import InputError
+from refmodel.verify.families.matrix import make_inputs, special_values
 from refmodel.verify.journal import merge_journals, read_journal
+from refmodel.verify.library_calls import FAMILIES, GoldenRunner, draw_call, golden_triton
 from refmodel.verify.seeded import FORMATS
 
 TARGETS = ("triton", "cublas", "scaled-mm")
@@ -27,7 +31,7 @@ def small(monkeypatch):
     for name, v in (("TRITON_MN", (64, 128)), ("TRITON_K_BLOCKS", 3), ("CUBLAS_MN", (64, 128)),
                     ("CUBLAS_K", (64, 128, 256)), ("SCALED_MM_M", (64,)), ("SCALED_MM_N", (16, 64)),
                     ("SCALED_MM_K_BLOCKS", 3)):
-        monkeypatch.setattr(FL, name, v)
+        monkeypatch.setattr(LC, name, v)
 
 
 class FlipRunner(GoldenRunner):
@@ -180,7 +184,7 @@ def test_draws_follow_the_library_rules(small):
     for b in range(300):
         t, _, _ = draw_call("triton", 9, b)
         kinstr = {"e4m3": 32, "e5m2": 32, "f16": 16, "bf16": 16, "f32": 8}[t["dtype"]]
-        assert t["block_k"] % kinstr == 0 and t["K"] % t["block_k"] == 0 and t["M"] % FL.TRITON_BM == 0
+        assert t["block_k"] % kinstr == 0 and t["K"] % t["block_k"] == 0 and t["M"] % LC.TRITON_BM == 0
         assert t["imp"] is None or (t["dtype"] in ("e4m3", "e5m2") and t["imp"] % 32 == 0 and t["imp"] <= t["block_k"])
         assert (t["input_precision"] is not None) == (t["dtype"] == "f32")
         s, _, x = draw_call("scaled-mm", 9, b)
@@ -228,7 +232,7 @@ def test_the_input_families_have_their_properties(dtype):
     big = np.abs(inp["subnormal"][1].astype(np.float64))
     assert big.min() >= 2.0 ** (min((1 << (e - 1)) - 2, 56) - 4)          # products of the two are normal
     ef, _ = _fields(inp["wide"][0], dtype)
-    assert np.unique(ef).size >= 10 and np.abs(inp["wide"][0].astype(np.float64)).max() < 2.0 ** (FL.WIDE_TOP + 1)
+    assert np.unique(ef).size >= 10 and np.abs(inp["wide"][0].astype(np.float64)).max() < 2.0 ** (MX.WIDE_TOP + 1)
     assert np.all(np.abs(inp["narrow"][0].astype(np.float32)) < 2 ** 10)
 
 
@@ -253,7 +257,7 @@ def test_cli_library_targets(small, tmp_path, capsys, monkeypatch):
     for extra in (["--dry-run"], ["--devices", "0"], ["--engine", "gpu"]):
         rc, cap = _cli(capsys, "fuzz", "lib:triton", "--out", str(tmp_path), *extra)
         assert rc == 2 and "do not apply to lib: targets" in cap.err, extra
-    monkeypatch.setattr(FL, "TorchRunner", GoldenRunner)
+    monkeypatch.setattr(TL, "TorchRunner", GoldenRunner)
     rc, cap = _cli(capsys, "fuzz", "lib:scaled-mm", "--cases", "3", "--seed", "2", "--out", str(tmp_path / "a"),
                    "--shard", "1/2", "--json")
     rep = json.loads(cap.out)
@@ -261,10 +265,10 @@ def test_cli_library_targets(small, tmp_path, capsys, monkeypatch):
     assert read_journal(tmp_path / "a" / "journal.jsonl")[0]["header"]["shard"] == [1, 2]
     rc, cap = _cli(capsys, "fuzz", "lib:cublas", "--cases", "2", "--out", str(tmp_path / "b"))
     assert rc == 0 and "2 cublas calls (0 skipped)" in cap.out and " 0 mismatches" in cap.out
-    monkeypatch.setattr(FL, "TorchRunner", lambda: FlipRunner(at=1))
+    monkeypatch.setattr(TL, "TorchRunner", lambda: FlipRunner(at=1))
     rc, cap = _cli(capsys, "fuzz", "lib:triton", "--cases", "3", "--out", str(tmp_path / "c"))
     assert rc == 1 and "1 mismatches" in cap.out and "first mismatch:" in cap.out and "mismatch_batch1.npz" in cap.out
-    monkeypatch.setattr(FL, "TorchRunner", GoldenRunner)
+    monkeypatch.setattr(TL, "TorchRunner", GoldenRunner)
     rc, cap = _cli(capsys, "fuzz", "lib:triton", "--cases", "4", "--out", str(tmp_path / "c"), "--resume")
     assert rc == 1 and "4 triton calls" in cap.out and "1 mismatches" in cap.out   # the journaled one counts
 

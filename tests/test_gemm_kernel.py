@@ -1,4 +1,4 @@
-"""The FP8 GEMM kernel (gpu/gemm_fp8.py): its source assembles for sm_90a, its event trace passes
+"""The FP8 GEMM kernel (gpu/kernels/gemm_fp8.py): its source assembles for sm_90a, its event trace passes
 the pipeline checker (and its broken variants are flagged), and on an H200 it equals
 refmodel.gemm with the same schedule bit for bit (gpu marker; fixtures/gemm replays in CI)."""
 
@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from gpu.gemm_fp8 import GemmConfig, kernel_source, trace
+from gpu.kernels.gemm_fp8 import GemmConfig, kernel_source, trace
 from refmodel.machine.pipeline import BROKEN, check
 
 
@@ -32,7 +32,7 @@ def test_broken_kernel_variants_are_flagged(broken, kind):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
 @pytest.mark.parametrize("cfg", [GemmConfig(), GemmConfig(promote=False, out="f32")], ids=["promote-bf16", "plain-f32"])
 def test_kernel_assembles_for_sm90a(cfg, tmp_path):
-    from gpu.runtime import PRELUDE
+    from gpu.kernels.runtime import PRELUDE
 
     src = tmp_path / "k.cu"
     src.write_text(PRELUDE + kernel_source(cfg))
@@ -48,8 +48,8 @@ def test_kernel_assembles_for_sm90a(cfg, tmp_path):
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp
 
-    from gpu.gemm_fp8 import gemm_fp8, reference
-    from gpu.record_gemm import inputs
+    from gpu.kernels.gemm_fp8 import gemm_fp8, reference
+    from gpu.record.gemm import inputs
     from refmodel.dtypes import bits_of
 
     M, N, K, fam, promote, out = case

@@ -30,7 +30,7 @@ def test_fuzz_command_json(tmp_path):
 
 def test_replay_command_reruns_on_the_gpu(tmp_path):
     from refmodel.verify.case import WgmmaCase, save_case
-    from gpu.wgmma import run_case
+    from gpu.kernels.wgmma import run_case
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 256, (2, 64, 64), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)

@@ -5,7 +5,7 @@ import pytest
 
 from refmodel import cvt
 from refmodel.numerics.cvt import CVT_FORMS
-from refmodel.numerics.families import adversarial_f32
+from refmodel.verify.families.f32 import adversarial_f32
 from seeds import rng_for
 
 pytestmark = pytest.mark.gpu
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("form", CVT_FORMS, ids=lambda f: f.instr)
 def test_cvt_form_matches_hardware(form, request):
-    from gpu.cvt import run_cvt
+    from gpu.kernels.cvt import run_cvt
 
     rng = rng_for(request, form.instr)
     if form.src == "f32":

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from gpu import record_layouts as R
+from gpu.record import layouts as R
 from refmodel.layouts.stmatrix import parse_matrix_instr
 from refmodel.verify.replay_layouts import epilogue_model, matrix_model, tma_model, wgmma_model
 
@@ -23,8 +23,7 @@ def _first_bad(hw, model):
 
 @pytest.mark.parametrize("instr", R.MATRIX_INSTRS)
 def test_matrix_instructions(instr):
-    from gpu import layouts as hw
-
+    from gpu.kernels import layouts as hw
     f = parse_matrix_instr(instr)
     arr = R.matrix_cases(instr, 32)
     regs, imgs, _ = hw.run_matrix(instr, arr["images"], arr["addrs"], arr["regs"] if f.op == "stmatrix" else None)
@@ -36,8 +35,7 @@ def test_matrix_instructions(instr):
 @pytest.mark.parametrize("variant", R.WGMMA_VARIANTS, ids=lambda v: f"{v[0].split('aligned.')[1]}-rs{int(v[1])}-t{v[2]}{v[3]}")
 def test_wgmma_through_descriptors(variant):
     """Random descriptors (swizzle, major, dense or wrong LBO/SBO, K steps, base offsets)."""
-    from gpu import layouts as hw
-
+    from gpu.kernels import layouts as hw
     instr, rs, ta, tb, sa, sb = variant
     arr = R.wgmma_cases(variant, 24, tag="test")
     arr.pop("notes")
@@ -49,8 +47,7 @@ def test_wgmma_through_descriptors(variant):
 
 @pytest.mark.parametrize("cfg", R.EPILOGUE_CONFIGS, ids=lambda c: f"n{c[0]}-{c[1]}-sw{c[2]}")
 def test_epilogue(cfg):
-    from gpu import layouts as hw
-
+    from gpu.kernels import layouts as hw
     arr = R.epilogue_cases(cfg, 2)
     imgs, addrs, bases = hw.run_epilogue(arr["acc"], *cfg)
     mi, ma = epilogue_model(cfg, arr, bases)
@@ -58,8 +55,7 @@ def test_epilogue(cfg):
 
 
 def test_tma_loads():
-    from gpu import layouts as hw
-
+    from gpu.kernels import layouts as hw
     for g in R.tma_plan()[::7]:
         t = R.tma_tensor(g["elem_bytes"])
         imgs, bases = hw.run_tma(t, g["cases"], R.TMA_SMEM)
@@ -70,11 +66,11 @@ def test_tma_loads():
 def test_tma_unaligned_start_column_faults():
     """The device really faults (in a child process) where refmodel refuses the load."""
     c = {"elem_bytes": 2, "box": [8, 16], "coords": [3, 5], "swizzle": 0, "mode": "none", "dst": 0}
-    r = subprocess.run([sys.executable, "-m", "gpu.record_layouts", "--fault-child", json.dumps(c)],
+    r = subprocess.run([sys.executable, "-m", "gpu.record.layouts", "--fault-child", json.dumps(c)],
                        capture_output=True, text=True, timeout=120)
     assert "ILLEGAL_INSTRUCTION" in (r.stdout + r.stderr) or "IllegalInstruction" in (r.stdout + r.stderr), \
         r.stdout[-500:] + r.stderr[-500:]
     ok = dict(c, coords=[3, 8])
-    r = subprocess.run([sys.executable, "-m", "gpu.record_layouts", "--fault-child", json.dumps(ok)],
+    r = subprocess.run([sys.executable, "-m", "gpu.record.layouts", "--fault-child", json.dumps(ok)],
                        capture_output=True, text=True, timeout=120)
     assert "MATCH" in r.stdout, r.stdout[-500:] + r.stderr[-500:]

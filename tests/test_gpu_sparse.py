@@ -5,7 +5,7 @@ metadata layout, and `wgref fuzz sparse` end to end (gpu marker)."""
 import numpy as np
 import pytest
 
-from gpu import record_sparse as R
+from gpu.record import sparse as R
 from refmodel.dtypes import bits_of
 from refmodel.layouts.fragment import unpack_accumulator
 from refmodel.numerics.sparse import wgmma_sp
@@ -19,7 +19,7 @@ JOBS = [j for j in R.plan_jobs() if j["instr"].split("aligned.")[1].startswith((
 
 @pytest.mark.parametrize("job", JOBS[::3], ids=lambda j: f"{j['instr'].split('aligned.')[1]}-rs{int(j['rs'])}-sel{j['sp_sel']}")
 def test_sparse_job_matches_refmodel(job):
-    from gpu.sparse import SpVariant, run_wgmma_sp
+    from gpu.kernels.sparse import SpVariant, run_wgmma_sp
 
     f = parse_wgmma_sp(job["instr"])
     x = R.job_inputs(job, seed=("test", 1))
@@ -35,7 +35,7 @@ def test_sparse_job_matches_refmodel(job):
 
 @pytest.mark.parametrize("probe", [p for p in R.PROBES if "tf32" not in p[0]], ids=lambda p: f"{p[0].split('aligned.')[1]}-rs{int(p[1])}-sel{p[2]}")
 def test_tagged_probe_any_nibble(probe):
-    from gpu.sparse import SpVariant, run_wgmma_sp
+    from gpu.kernels.sparse import SpVariant, run_wgmma_sp
 
     instr, rs, sel = probe
     arr = R.probe_cases(instr, 4, illegal=True, tag="gpu-test")
@@ -45,7 +45,7 @@ def test_tagged_probe_any_nibble(probe):
 
 
 def test_fuzz_sparse_end_to_end(tmp_path):
-    from gpu.fuzz import fuzz_sparse
+    from gpu.fuzz.cpu_engine import fuzz_sparse
 
     rep = fuzz_sparse("sparse:m64n64k", cases=64, seed=3, out=tmp_path)
     assert rep.tiles == 64 and rep.outputs > 0 and rep.mismatches == 0 and rep.repro is None
@@ -53,7 +53,7 @@ def test_fuzz_sparse_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("chain", R.CHAINS[::2], ids=lambda c: f"{c[3]}x{c[0].split('aligned.')[1]}-rs{int(c[1])}")
 def test_sparse_chain_matches_gemm_sp(chain):
-    from gpu.sparse import SpVariant, run_wgmma_sp
+    from gpu.kernels.sparse import SpVariant, run_wgmma_sp
     from refmodel.numerics.sparse import gemm_sp
 
     instr, rs, sel, n = chain

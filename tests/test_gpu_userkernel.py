@@ -3,7 +3,8 @@ planted bugs are caught and shrunk (gpu marker)."""
 
 import pytest
 
-from gpu.userkernel import DemoFP8Gemm, fuzz_user_kernel
+from gpu.fuzz.userkernel import fuzz_user_kernel
+from gpu.kernels.demo_gemm import DemoFP8Gemm
 
 pytestmark = pytest.mark.gpu
 

@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpu import record_wgmma as rw
-from gpu.wgmma import execute, finish_launch, prepare_launch, run_wgmma, run_wgmma_chain
+from gpu.record import wgmma as rw
+from gpu.kernels.wgmma import execute, finish_launch, prepare_launch, run_wgmma, run_wgmma_chain
 from refmodel.errors import DeviceError
 from refmodel.dtypes import element_dtype, raw_bits
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm
@@ -117,13 +117,13 @@ def test_isolated_launch_and_recovery_after_fault():
     a, b, c = _ints(form, 2)
     d = run_wgmma(form.instr, a, b, c, isolate=True)
     assert (d == _exact(a, b, c)).all()
-    from gpu.isolate import default_runner
+    from gpu.kernels.isolate import default_runner
 
     launch = prepare_launch(form.instr, a, b, c)
     bad = dataclasses.replace(launch, desc_b=launch.desc_b | 0x3FF0)  # start ~256 KB: past the allocation
     with pytest.raises(DeviceError):  # the fault must happen: illegal address, worker restarted
-        default_runner().call("gpu.wgmma", "execute", bad)
-    d = finish_launch(launch, default_runner().call("gpu.wgmma", "execute", launch))
+        default_runner().call("gpu.kernels.wgmma", "execute", bad)
+    d = finish_launch(launch, default_runner().call("gpu.kernels.wgmma", "execute", launch))
     assert (d == _exact(a, b, c)).all()
     assert (finish_launch(launch, execute(launch)) == d).all()  # and in this process
 

@@ -4,6 +4,10 @@ ground (refmodel/*.py: errors, dtypes, wgmma_forms, interop)  <-  numerics, layo
 numerics  and  layouts  never import each other;  machine composes both;
 verify sits on the model; render (teaching diagrams) draws layouts and machine, never verify;  refmodel never imports gpu, cupy or the CLI (not lazily
 either);  gpu reads refmodel, never the reverse;  the CLI (wgref) sits on top of all.
+
+gpu/ is four parts:  kernels  <-  libraries  <-  {record, fuzz};  record and fuzz never import
+each other, kernels import neither libraries, record nor fuzz (gpu/__init__ only re-exports
+kernels.runtime).
 Every import statement is checked, including those inside functions.
 """
 
@@ -20,9 +24,9 @@ LAYERS = ("numerics", "layouts", "machine", "verify", "render", "golden")
 # layer -> refmodel layers it must not import
 FORBIDDEN = {
     "ground": set(LAYERS),
-    "numerics": {"layouts", "machine", "verify"},
-    "layouts": {"numerics", "machine", "verify"},
-    "machine": {"verify"},
+    "numerics": {"layouts", "machine", "verify", "render", "golden"},
+    "layouts": {"numerics", "machine", "verify", "render", "golden"},
+    "machine": {"verify", "render", "golden"},
     "verify": set(),
     "render": {"verify"},  # teaching diagrams: draw layouts/machine, never the verifier
     "golden": {"verify", "machine", "render"},  # library golden models: schedules of numerics
@@ -94,10 +98,59 @@ def test_refmodel_imports_respect_layers(path):
             f"{mod}:{line} imports {imp}: the {own} layer must not import the {target} layer")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "gpu").glob("*.py")), ids=lambda p: p.name)
-def test_gpu_never_imports_the_cli(path):
+GPU_PARTS = ("kernels", "libraries", "record", "fuzz")
+# part -> gpu parts it may import
+GPU_ALLOWED = {
+    "ground": {"kernels"},                       # gpu/__init__.py
+    "kernels": {"kernels"},
+    "libraries": {"kernels", "libraries"},
+    "record": {"kernels", "libraries", "record"},
+    "fuzz": {"kernels", "libraries", "fuzz"},
+}
+
+
+def _gpu_files():
+    return sorted((ROOT / "gpu").rglob("*.py"))
+
+
+def _gpu_part(mod: str) -> str | None:
+    parts = mod.split(".")
+    if parts[0] != "gpu":
+        return None
+    if len(parts) > 1 and parts[1] in GPU_PARTS:
+        return parts[1]
+    return "ground"
+
+
+def test_every_gpu_module_is_in_one_of_four_parts():
+    for p in _gpu_files():
+        rel = p.relative_to(ROOT / "gpu")
+        assert rel.parts == ("__init__.py",) or (len(rel.parts) == 2 and rel.parts[0] in GPU_PARTS), (
+            f"gpu/{rel} is in none of gpu/{{{', '.join(GPU_PARTS)}}}/")
+
+
+@pytest.mark.parametrize("part", GPU_PARTS)
+def test_gpu_parts_say_what_lives_there(part):
+    import ast as _ast
+
+    doc = _ast.get_docstring(_ast.parse((ROOT / "gpu" / part / "__init__.py").read_text()))
+    assert doc and len(doc.strip().splitlines()) == 1, f"gpu/{part}/__init__.py needs a one-line docstring"
+
+
+@pytest.mark.parametrize("path", _gpu_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_gpu_imports_respect_parts(path):
+    mod = _module_name(path)
+    own = _gpu_part(mod)
     for line, imp in _imports(path):
-        assert imp.split(".")[0] != "wgref", f"gpu/{path.name}:{line} imports {imp}: the CLI sits on top"
+        assert imp.split(".")[0] != "wgref", f"{mod}:{line} imports {imp}: the CLI sits on top"
+        target = _gpu_part(imp)
+        if target is None:
+            continue
+        if target == "ground" and imp != "gpu":
+            raise AssertionError(f"{mod}:{line} imports {imp}: every gpu module lives in gpu/{{{', '.join(GPU_PARTS)}}}/")
+        assert target in GPU_ALLOWED[own] or target == "ground" and own != "kernels", (
+            f"{mod}:{line} imports {imp}: gpu/{own} must not import gpu/{target} "
+            f"(kernels <- libraries <- {{record, fuzz}}; record and fuzz never import each other)")
 
 
 def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
@@ -109,3 +162,21 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
             test_refmodel_imports_respect_layers(bad)
     finally:
         bad.unlink()
+
+
+@pytest.mark.parametrize("part, bad, rule", [
+    ("kernels", "from gpu.record import wgmma", "gpu/kernels must not import gpu/record"),
+    ("record", "def f():\n    from gpu.fuzz.cpu_engine import fuzz\n", "gpu/record must not import gpu/fuzz"),
+    ("fuzz", "import gpu.record.forms\n", "gpu/fuzz must not import gpu/record"),
+    ("libraries", "def f():\n    from ..fuzz import library\n", "gpu/libraries must not import gpu/fuzz"),
+    ("kernels", "def f():\n    import wgref.cli\n", "the CLI sits on top"),
+])
+def test_the_gpu_checker_sees_a_violation(part, bad, rule):
+    """The gpu rule catches lazy and relative cross-part imports (so the test above can fail)."""
+    probe = ROOT / "gpu" / part / "_probe_violation.py"
+    probe.write_text(bad + "\n")
+    try:
+        with pytest.raises(AssertionError, match=rule):
+            test_gpu_imports_respect_parts(probe)
+    finally:
+        probe.unlink()

@@ -340,7 +340,7 @@ def test_tma_rules():
 
 def test_layout_fuzzer_finds_and_saves_a_planted_wrong_read(tmp_path):
     """The fuzzer's layout family, with a fake device that misreads one register of one variant."""
-    from gpu.fuzz import fuzz_layout
+    from gpu.fuzz.cpu_engine import fuzz_layout
     from refmodel.verify.replay_layouts import wgmma_model
 
     def fake(v, arr):
@@ -365,7 +365,7 @@ def test_layout_fuzzer_finds_and_saves_a_planted_wrong_read(tmp_path):
 def test_tagged_identity_probe_detects_any_register_permutation(rs):
     """The fragment probe of the H200 recordings: D = tagged A (B = I).  The model passes it,
     and swapping two registers of one thread, or two threads, is caught."""
-    from gpu import record_layouts as R
+    from gpu.record import layouts as R
     from refmodel.verify.replay_layouts import fragment_identity_errors, wgmma_model
 
     for instr in R.FRAGMENT_INSTRS:
@@ -400,7 +400,7 @@ def test_make_descriptor_rules_and_k_steps():
 def test_sparse_fuzzer_shrinks_to_the_nibble_that_matters(tmp_path):
     """A fake device that reads nibble 0b1001 as 0b0110: the fuzzer finds it and the
     shrinker's reproducer names exactly that nibble (and the elements it moves)."""
-    from gpu.fuzz import fuzz_sparse
+    from gpu.fuzz.cpu_engine import fuzz_sparse
     from refmodel.numerics.sparse import wgmma_sp
     from refmodel.verify.shrink_sparse import load_sparse_case
 

@@ -1,4 +1,4 @@
-"""gpu.record_deepgemm's CPU side: the --explore file format read back by --compare, and the quick check."""
+"""gpu.record.deepgemm's CPU side: the --explore file format read back by --compare, and the quick check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import ml_dtypes
 import numpy as np
 
-from gpu import record_deepgemm as rd
+from gpu.record import deepgemm as rd
 from refmodel.numerics.gemm import gemm
 
 F8 = ml_dtypes.float8_e4m3fn

@@ -1,4 +1,4 @@
-"""gpu.record_forms (a compact fixture for every one of the 528 dense forms) on the CPU with a
+"""gpu.record.forms (a compact fixture for every one of the 528 dense forms) on the CPU with a
 fake device: the plan, inputs, bookkeeping, fixture writing, and the replayer that CI runs.
 The fake 'hardware' is refmodel itself and everything is written to tmp dirs only."""
 
@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from gpu import record_forms as rf
-from gpu import record_wgmma as rw
+from gpu.record import forms as rf
+from gpu.record import wgmma as rw
 from refmodel.verify.fixtures import FixtureError, check_index, load_arrays, load_manifest
 from refmodel.verify.replay import verify_all
 from refmodel.verify.replay_forms import forms_covered, replay_forms
@@ -119,7 +119,7 @@ def test_record_refuses_without_model(tmp_path):
 
 
 def test_main_with_a_fake_device(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("gpu.runtime.device_info", lambda: {"device": "fake (test)", "driver": "-"})
+    monkeypatch.setattr("gpu.kernels.runtime.device_info", lambda: {"device": "fake (test)", "driver": "-"})
     monkeypatch.setattr(rf, "hardware", lambda job, a, b, c, isolate=False: fake_hw(job, a, b, c))
     rc = rf.main(["--out", str(tmp_path / "fx"), "--forms", "m64n16k8.f32.tf32", "--workers", "1",
                   "--diag", str(tmp_path / "diag")])

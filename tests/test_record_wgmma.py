@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from gpu import record_wgmma as rw
-from gpu.isolate import IsolatedRunner
+from gpu.record import wgmma as rw
+from refmodel.verify.families import tile as fam_tile
+from gpu.kernels.isolate import IsolatedRunner
 from refmodel.errors import DeviceError, FormError
 from refmodel.verify.fixtures import load_arrays, load_manifest
 from refmodel.dtypes import element_dtype, raw_bits
@@ -79,10 +80,10 @@ def test_inputs_and_exactness(combo, chain):
         fb = idx == fam["finite_bits"]
         assert np.isfinite(a[fb].astype(np.float32)).all() and np.isfinite(c[fb].astype(np.float32)).all()
         sub = c[idx == fam["subnormal_c"]].astype(np.float64)
-        spec = rw.SPECS[form.dtype_d]
+        spec = fam_tile.SPECS[form.dtype_d]
         assert (np.abs(sub) < spec.smallest_normal).all() and (sub != 0).all()
     else:
-        lim = rw._fam_int_c_limits(form, rng, 1, 1)[2].astype(np.int64)
+        lim = fam_tile._fam_int_c_limits(form, rng, 1, 1)[2].astype(np.int64)
         assert (np.abs(lim) > 2**31 - 2**22).all()
 
 
@@ -151,10 +152,10 @@ def test_campaign_without_model_records_nothing(tmp_path):
     assert not (tmp_path / "fx" / "wgmma").exists()
 
 
-@pytest.mark.parametrize("recorder, module", [("record_wgmma", "refmodel.numerics.wgmma"),
-                                              ("record_forms", "refmodel.numerics.wgmma"),
-                                              ("record_torch", "refmodel.numerics.scaled_mm"),
-                                              ("record_cvt", "refmodel.numerics.cvt")])
+@pytest.mark.parametrize("recorder, module", [("record.wgmma", "refmodel.numerics.wgmma"),
+                                              ("record.forms", "refmodel.numerics.wgmma"),
+                                              ("record.torch", "refmodel.numerics.scaled_mm"),
+                                              ("record.cvt", "refmodel.numerics.cvt")])
 def test_recorder_refuses_to_run_without_the_model(recorder, module, tmp_path, monkeypatch, capsys):
     """A recorder that cannot import the model exits 2 with one line, before touching a GPU,
     and writes nothing (record_wgmma used to say 'model missing' and exit 0)."""
@@ -167,11 +168,11 @@ def test_recorder_refuses_to_run_without_the_model(recorder, module, tmp_path, m
     def no_gpu(*a, **k):
         raise AssertionError("the recorder touched the GPU before checking the model")
 
-    monkeypatch.setattr("gpu.runtime.device_info", no_gpu)
-    monkeypatch.setattr("gpu.runtime.require_device", no_gpu)
+    monkeypatch.setattr("gpu.kernels.runtime.device_info", no_gpu)
+    monkeypatch.setattr("gpu.kernels.runtime.require_device", no_gpu)
     if hasattr(mod, "device_info"):
         monkeypatch.setattr(mod, "device_info", no_gpu)
-    rc = mod.main(["--out", str(tmp_path / "fx")] + (["--no-isolate"] if recorder == "record_wgmma" else []))
+    rc = mod.main(["--out", str(tmp_path / "fx")] + (["--no-isolate"] if recorder == "record.wgmma" else []))
     err = capsys.readouterr().err.strip()
     assert rc == 2, err
     assert len(err.splitlines()) == 1 and "cannot compare with the model" in err and module in err

@@ -586,8 +586,8 @@ PTXAS_CASES = [("f16", SP + "m64n8k32.f32.f16.f16", (0, 1)), ("tf32", SP + "m64n
 def test_ptxas_accepts_exactly_the_valid_sp_sel():
     """ptxas (sm_90a) accepts sp-sel 0/1 for 16-bit and tf32 and only 0 for 8-bit; refmodel's
     WgmmaSpForm.sp_sels must say the same."""
-    from gpu.runtime import PRELUDE
-    from gpu.sparse import SpVariant, sp_kernel_source
+    from gpu.kernels.runtime import PRELUDE
+    from gpu.kernels.sparse import SpVariant, sp_kernel_source
 
     jobs = []
     for tag, instr, valid in PTXAS_CASES:

@@ -4,7 +4,7 @@ refmodel.numerics.fp8.round_to_format; its docstring's "(tested)" points here.""
 import numpy as np
 import pytest
 
-from refmodel.numerics.families import adversarial_f32
+from refmodel.verify.families.f32 import adversarial_f32
 from refmodel.numerics.fp8 import round_to_format
 from refmodel.numerics.sweep import encode_f32_fast
 from seeds import rng_for

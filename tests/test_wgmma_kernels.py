@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from gpu.runtime import PRELUDE
-from gpu.wgmma import (KERNEL_NAME, Launch, finish_launch, kernel_source, plan_stages,
+from gpu.kernels.runtime import PRELUDE
+from gpu.kernels.wgmma import (KERNEL_NAME, Launch, finish_launch, kernel_source, plan_stages,
                        prepare_launch)
 from refmodel.layouts.descriptor import MatrixDescriptor
 from refmodel.errors import DTypeError, InputError

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu.record_cublas import inputs  # noqa: E402
+from gpu.record.cublas import inputs  # noqa: E402
 from refmodel.dtypes import bits_of  # noqa: E402
 from refmodel.errors import InputError  # noqa: E402
 from refmodel.golden.cublas import (cublas_matmul, cublas_schedule, split_bounds,  # noqa: E402

@@ -4,7 +4,8 @@ import json
 import sys
 import time
 
-from gpu.userkernel import DemoFP8Gemm, fuzz_user_kernel
+from gpu.fuzz.userkernel import fuzz_user_kernel
+from gpu.kernels.demo_gemm import DemoFP8Gemm
 
 
 def main(out_dir="."):

@@ -138,7 +138,7 @@ debugging a descriptor: `docs/debug-descriptor.md` (`wgref desc ...`).*
 
 Notation: warpgroup thread t in 0..127, warp w = t/32, lane l = t%32, g = l/4, q = l%4.
 
-## Evidence (H200, `python -m gpu.record_layouts --out fixtures`)
+## Evidence (H200, `python -m gpu.record.layouts --out fixtures`)
 
 {_evidence_table()}
 

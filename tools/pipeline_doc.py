@@ -60,7 +60,7 @@ def _kernel_section() -> str:
 
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
-    from gpu.gemm_fp8 import BK, BM, BN, GemmConfig, trace
+    from gpu.kernels.gemm_fp8 import BK, BM, BN, GemmConfig, trace
 
     rows = []
     for cfg in (GemmConfig(), GemmConfig(promote=False)):
@@ -84,7 +84,7 @@ def _kernel_section() -> str:
     rt = "\n".join(f"| `{b}` | {what[b]} | {k} | {races[b]['outcome']}"
                    f"{'' if races[b]['outcome'] != 'ok' else ' (' + format(races[b]['outputs'], ',') + ' outputs equal refmodel)'} |"
                    for b, k in broken)
-    return f"""## 8. The real kernel: `gpu/gemm_fp8.py`, step by step
+    return f"""## 8. The real kernel: `gpu/kernels/gemm_fp8.py`, step by step
 
 A tiled FP8 GEMM for the H200 that is bit-identical to `refmodel.gemm` with its schedule. CTA tile
 {BM} x {BN}, K blocks of {BK} e4m3 (one 128-byte swizzle row); 384 threads: warpgroup 0 produces,
@@ -102,14 +102,14 @@ warpgroups 1 and 2 consume 64 rows each. Each step and the refmodel function tha
 M and N may have tails (TMA zero-fills loads and clips the store); `refmodel` computes the
 padded problem and crops (`refmodel.verify.replay_gemm.kernel_reference`).
 
-**Its own trace passes the checker** (`gpu.gemm_fp8.trace(cfg, K)`, the same stages, ring and
+**Its own trace passes the checker** (`gpu.kernels.gemm_fp8.trace(cfg, K)`, the same stages, ring and
 waits, computed here):
 
 | configuration | events | commit groups | hazards | warnings |
 |---|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
-**Evidence.** `python -m gpu.record_gemm --out fixtures` runs 4096³ and tail shapes (random,
+**Evidence.** `python -m gpu.record.gemm --out fixtures` runs 4096³ and tail shapes (random,
 every-code with NaN, wide exponent spread; promotion on and off; bf16 and f32 out) and fails on a
 single mismatch; these small cases are kept as fixtures and replayed by CI:
 
@@ -117,8 +117,8 @@ single mismatch; these small cases are kept as fixtures and replayed by CI:
 |---|---|---|---|---:|
 {fx}
 
-**Deliberately broken kernels on the H200** (`python -m gpu.record_gemm --races F`, each variant
-through `gpu.userkernel.fuzz_user_kernel`; `bench/results/gemm_kernel_races_h200.json`):
+**Deliberately broken kernels on the H200** (`python -m gpu.fuzz.userkernel --races F`, each variant
+through `gpu.fuzz.userkernel.fuzz_user_kernel`; `bench/results/gemm_kernel_races_h200.json`):
 
 | variant | bug | checker on its trace | H200 |
 |---|---|---|---|

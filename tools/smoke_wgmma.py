@@ -10,7 +10,7 @@ import time
 import ml_dtypes
 import numpy as np
 
-from gpu.wgmma import run_wgmma, run_wgmma_chain
+from gpu.kernels.wgmma import run_wgmma, run_wgmma_chain
 from refmodel.layouts.fragment import element_dtype
 
 FORMS = [

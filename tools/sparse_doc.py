@@ -201,7 +201,7 @@ Draw them: `wgref layout sparse-meta --dtype f16 --sel 1 --format svg -o meta.sv
 
 ## What the H200 computes
 
-Recorded by `python -m gpu.record_sparse` on every sparse form, SS and RS, with random operand
+Recorded by `python -m gpu.record.sparse` on every sparse form, SS and RS, with random operand
 families (all bit patterns incl. NaN/Inf/subnormals, integers, wide and narrow spreads),
 random legal (and in some tiles any) nibbles, garbage in the unread metadata lanes, both
 sp-sel values, imm-scale and scale-d; every output compared with `refmodel.wgmma_sp` on the

@@ -53,8 +53,8 @@ out_dtype=numpy.float32)` returns, bit for bit, what the textbook Triton kernel 
 {doc}
 ## Evidence
 
-`python -m gpu.record_triton --explore DIR` runs the kernel on an H200 for every configuration
-(256 x 256 x 512, inputs N(0,1) x 2^[-4,4], keeping the PTX); `python -m gpu.record_triton --store DIR`
+`python -m gpu.record.triton --explore DIR` runs the kernel on an H200 for every configuration
+(256 x 256 x 512, inputs N(0,1) x 2^[-4,4], keeping the PTX); `python -m gpu.record.triton --store DIR`
 checks the whole output against `triton_matmul` and keeps 64 rows x 64 columns of each reproduced
 configuration (with the A rows and B columns they depend on), replayed by CI:
 

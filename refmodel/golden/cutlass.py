@@ -1,5 +1,5 @@
 """Golden model of CUTLASS's Python-DSL (CuTe DSL) Hopper dense GEMM examples, recorded on the H200
-from ``nvidia-cutlass-dsl`` 4.8.1 itself (``python -m gpu.record_cutlass``; fixtures/cutlass).
+from ``nvidia-cutlass-dsl`` 4.8.1 itself (``python -m gpu.record.cutlass``; fixtures/cutlass).
 
 =============================================  ==========================================================
 example (CUTLASS ``examples/python/CuTeDSL``)   schedule that reproduces it bit for bit

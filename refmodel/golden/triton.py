@@ -27,7 +27,7 @@ None (default)                         sm_90 default is 2**30, and its wgmma low
                                        accumulator only when m <= BLOCK_K (H200: no ``add.f32`` in
                                        the PTX, 0 mismatches on the recordings).  An explicit
                                        m > BLOCK_K does not compile in Triton 3.6 (``python -m
-                                       gpu.record_triton --explore D --only fp8_imp256_bk128_w4``
+                                       gpu.record.triton --explore D --only fp8_imp256_bk128_w4``
                                        reports its CompilationError): refused
 e4m3/e5m2, ``max_num_imprecise_acc=0``  cvt to f16 (exact), ``mma.sync.m16n8k16.f32.f16.f16`` chained
                                        over K in :func:`mma_sync_fp8_k_order`; the H200's mma.sync

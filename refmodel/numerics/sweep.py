@@ -1,6 +1,6 @@
 """Exhaustive sweeps: every float32 bit pattern through f32 -> FP8 conversion.
 
-The hardware side (gpu/record_cvt.py) runs ``cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32``
+The hardware side (gpu/record/cvt.py) runs ``cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32``
 with both operands equal to x, for x = 0 .. 2**32-1 in ascending bit-pattern order,
 and keeps the high byte of each result (the run also checks that both halves agree).
 The byte stream is hashed in chunks of 2**24 inputs::

@@ -13,7 +13,6 @@ which fields differ (sign / exponent / mantissa), and NaN-vs-NaN payload differe
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape, quoteattr

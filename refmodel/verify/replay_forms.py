@@ -1,5 +1,5 @@
 """Compact fixtures of every dense wgmma form (kind ``wgmma_forms``), recorded by
-``python -m gpu.record_forms`` on an H200, and their replayer.
+``python -m gpu.record.forms`` on an H200, and their replayer.
 
 One fixture file holds many *jobs* (one form in one configuration: SS or RS A operand,
 scale-d, imm scales, chain) of one dtype family and accumulator type.  The recorder ran

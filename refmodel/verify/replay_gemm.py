@@ -1,5 +1,5 @@
-"""The FP8 GEMM kernel of gpu/gemm_fp8.py as refmodel sees it, and the replayer of its fixtures
-(kind ``gemm_kernel``, recorded by ``python -m gpu.record_gemm``)."""
+"""The FP8 GEMM kernel of gpu/kernels/gemm_fp8.py as refmodel sees it, and the replayer of its fixtures
+(kind ``gemm_kernel``, recorded by ``python -m gpu.record.gemm``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Replayer of the golden-model fixtures of library kernels (fixtures/triton, kind
-``triton_matmul``): recorded on the H200 from the library itself (``python -m gpu.record_triton``)."""
+``triton_matmul``): recorded on the H200 from the library itself (``python -m gpu.record.triton``)."""
 
 from __future__ import annotations
 

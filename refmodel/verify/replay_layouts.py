@@ -1,6 +1,6 @@
 """Replayers of the layout fixtures (fixtures/layouts): ldmatrix/stmatrix, wgmma through raw
 descriptors, the stmatrix epilogue, TMA tile loads.  The model side of each comparison
-lives here (the recorder, gpu/record_layouts.py, calls the same functions)."""
+lives here (the recorder, gpu/record/layouts.py, calls the same functions)."""
 
 from __future__ import annotations
 

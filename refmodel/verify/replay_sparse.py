@@ -1,5 +1,5 @@
 """Replayers of the sparse wgmma fixtures (fixtures/sparse), recorded by ``python -m
-gpu.record_sparse``: compact samples of every sparse form (kind ``sparse_forms``) and the
+gpu.record.sparse``: compact samples of every sparse form (kind ``sparse_forms``) and the
 machine-level probes of the sp-meta layout and of illegal metadata (kind ``sparse_probe``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Replayer of the wgmma fixtures (kind ``wgmma``) recorded by gpu/record_wgmma.py.
+"""Replayer of the wgmma fixtures (kind ``wgmma``) recorded by gpu/record/wgmma.py.
 
 Arrays: ``a`` (S, 64, K*chain), ``b`` (S, K*chain, N), ``c`` and ``d`` (S, 64, N), all
 raw bits; ``d`` is the hardware's result.  Meta: instr, rs, scale_d, imm_scale_a,

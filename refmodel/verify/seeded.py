@@ -1,7 +1,7 @@
 """The GPU fuzzer's input generator in numpy: every element's bits from ``(seed, batch, operand,
 tile, row, col)`` by a counter-based hash, in one of :data:`FAMILIES` per tile.
 
-gpu/fuzz_device.py runs the same formulas as CUDA C++ on the GPU (and, compiled for the host, in
+gpu/fuzz/gpu_engine.py runs the same formulas as CUDA C++ on the GPU (and, compiled for the host, in
 the tests, which check the three agree bit for bit), so any batch of a GPU campaign — and the
 ``device_model`` fixtures, which hold only seeds and hashes — can be rebuilt on a CPU with no
 compiler.
@@ -13,7 +13,11 @@ import hashlib
 
 import numpy as np
 
-FAMILIES = ("bits", "narrow", "wide", "special", "cancel", "zero", "subnormal")
+from .families import names as family_names
+
+FAMILIES = family_names("seeded")   # ("bits", "narrow", "wide", "special", "cancel", "zero", "subnormal")
+_BITS, _NARROW, _WIDE, _SPECIAL, _CANCEL, _ZERO, _SUBNORMAL = (FAMILIES.index(n) for n in (
+    "bits", "narrow", "wide", "special", "cancel", "zero", "subnormal"))
 
 # element formats: (exponent bits, mantissa bits, total bits, integer kind 0 float / 1 signed / 2 unsigned)
 FORMATS = {"e4m3": (4, 3, 8, 0), "e5m2": (5, 2, 8, 0), "f16": (5, 10, 16, 0), "bf16": (8, 7, 16, 0),
@@ -55,8 +59,8 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
     r = np.arange(rows, dtype=np.int64)[None, :, None]
     c = np.arange(cols, dtype=np.int64)[None, None, :]
     f = fams.astype(np.int64)[:, None, None]
-    hr = np.where((f == 4) & (kdim == 0), r & ~1, r)
-    hc = np.where((f == 4) & (kdim == 1), c & ~1, c)
+    hr = np.where((f == _CANCEL) & (kdim == 0), r & ~1, r)
+    hc = np.where((f == _CANCEL) & (kdim == 1), c & ~1, c)
     inner = (t << _U(24)) ^ ((hr & 0xFFF).astype(np.uint64) << _U(12)) ^ (hc & 0xFFF).astype(np.uint64)
     h = mix(_U(k) ^ mix(inner))
     h2 = mix(h ^ _U(0xA5A5A5A5))
@@ -67,9 +71,9 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
         x = h & wmask
         ext = np.array([0, int(wmask), (1 << (width - 1)) if ik == 1 else 0, int(wmask) >> 1 if ik == 1 else 1],
                        np.uint64)
-        x = np.where(((f == 3) | (f == 2)) & ((h2 & _U(3)) != 0), ext[((h2 >> _U(2)) & _U(3)).astype(np.int64)], x)
-        x = np.where((f == 5) & ((h2 & _U(31)) != 0), _U(0), x)
-        x = np.where(f == 1, ((h & _U(7)) - _U(3)) & _U(0xFFFFFFFF), x)
+        x = np.where(((f == _SPECIAL) | (f == _WIDE)) & ((h2 & _U(3)) != 0), ext[((h2 >> _U(2)) & _U(3)).astype(np.int64)], x)
+        x = np.where((f == _ZERO) & ((h2 & _U(31)) != 0), _U(0), x)
+        x = np.where(f == _NARROW, ((h & _U(7)) - _U(3)) & _U(0xFFFFFFFF), x)
         return (x & wmask).astype(np.uint32)
     sbit = _U(1 << (ebits + mbits))
     emax = _U((1 << ebits) - 1)
@@ -78,8 +82,8 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
     sign = (h >> _U(63)) & _U(1)
     man = ((h >> _U(8)) & _U(0xFFFFFFFF)) & mmask
     narrow = _U(bias - 2) + (h >> _U(40)) % _U(5)
-    e = np.where(f == 2, _U(1) + (h >> _U(40)) % (emax - _U(1)), narrow)
-    e = np.where((f == 6) & ((h2 & _U(1)) != 0), _U(0), e)
+    e = np.where(f == _WIDE, _U(1) + (h >> _U(40)) % (emax - _U(1)), narrow)
+    e = np.where((f == _SUBNORMAL) & ((h2 & _U(1)) != 0), _U(0), e)
     x = (sign * sbit) | (e << _U(mbits)) | man
     s = sign * sbit
     sp = np.stack([s, s | (emax << _U(mbits)), s | (emax << _U(mbits)) | mmask,
@@ -87,13 +91,13 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
                    s | _U(1), s | (man & mmask), s | (emax << _U(mbits)) | (mmask - _U(1))])
     pick = ((h2 >> _U(3)) & _U(7)).astype(np.int64)
     special = np.take_along_axis(sp, pick[None], 0)[0]
-    x = np.where((f == 3) & ((h2 & _U(7)) == 0), special, x)
-    x = np.where((f == 5) & ((h2 & _U(31)) != 0), s, x)
+    x = np.where((f == _SPECIAL) & ((h2 & _U(7)) == 0), special, x)
+    x = np.where((f == _ZERO) & ((h2 & _U(31)) != 0), s, x)
     if kdim == 0:
-        odd = (f == 4) & ((r & 1) == 1)
+        odd = (f == _CANCEL) & ((r & 1) == 1)
         x = np.where(odd, x ^ sbit, x)
         x = np.where(odd & ((h2 & _U(15)) == 0), x ^ _U(1), x)
-    x = np.where(f == 0, (h >> _U(16)) & _U(0xFFFFFFFF), x)
+    x = np.where(f == _BITS, (h >> _U(16)) & _U(0xFFFFFFFF), x)
     return (x & wmask).astype(np.uint32)
 
 
@@ -136,7 +140,7 @@ _LIB_DTYPES = {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn", "e
 
 def library_matrices(seed: int, dtype: str, m: int, n: int, k: int, *, exp_range: tuple[int, int] = (-3, 4),
                      lim: float = 1e4) -> tuple[np.ndarray, np.ndarray]:
-    """The inputs the library recorders (gpu.record_cublas, gpu.record_cutlass) feed a library call:
+    """The inputs the library recorders (gpu.record.cublas, gpu.record.cutlass) feed a library call:
     a (m, k) and b (k, n) of ``dtype`` (bf16, f16, e4m3, e5m2, f32), standard normals times 2**e
     (e uniform in ``exp_range``, high end excluded), clipped to ±``lim``, rounded to the dtype.
 

@@ -1,0 +1,202 @@
+"""A fuzz campaign that stays on the GPU: inputs, hardware, model and comparison.
+
+Per batch of T tiles of one dense wgmma form (drawn from ``(seed, batch)``):
+
+1. **inputs on the GPU** — :data:`GEN_SOURCE`'s ``wgref_gen`` writes every element's bits from a
+   counter-based hash of ``(seed, batch, operand, tile, row, col)``, in one of the input families
+   of :data:`FAMILIES` per tile (NaN/Inf/subnormals/max values/cancellation/wide exponent
+   spread/all-zero, as the CPU fuzzer's families).  The same text compiles for the host
+   (:func:`generate_host`), and :mod:`refmodel.verify.seeded` is the same in numpy, so a batch
+   can be rebuilt on any CPU from its seed;
+2. **the hardware** — gpu.kernels.wgmma's kernel (one wgmma per tile), its shared-memory images and
+   accumulator registers gathered on the GPU from the generated elements;
+3. **the model** — :mod:`gpu.kernels.device_model`'s port of refmodel's accumulator on the CUDA cores;
+4. **the comparison** on the GPU; only tiles with a differing output come back, and the CPU
+   refmodel re-checks them (it stays the arbiter): a tile is reported as a mismatch only if the
+   CPU refmodel also differs from the hardware; if the CPU model agrees with the hardware, the
+   GPU port was wrong and that is reported as ``port_disagreements`` (a bug of ours, never hidden).
+
+The journal has the CPU fuzzer's records (``batch``, ``tiles``, ``outputs``, ``mismatches``,
+``seconds``), so ``wgref merge`` adds shards of both kinds up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from refmodel.errors import InputError
+from refmodel.fileio import atomic_write_text
+from refmodel.verify.seeded import FAMILIES, tile_families
+from refmodel.wgmma_forms import WgmmaForm
+
+from gpu.fuzz.cpu_engine import RatedReport
+from gpu.kernels.form_runner import FormRunner
+from gpu.kernels.generator import GEN_SOURCE, generate_host, typed  # noqa: F401  (the engine's generator)
+
+
+@dataclass
+class DeviceFuzzReport(RatedReport):
+    target: str
+    seed: int
+    batches: int = 0
+    tiles: int = 0
+    outputs: int = 0
+    mismatches: int = 0
+    port_disagreements: int = 0
+    tiles_copied_back: int = 0
+    seconds: float = 0.0
+    compile_seconds: float = 0.0
+    first: Optional[dict] = None
+    forms: dict = field(default_factory=dict)
+
+
+def _draw(seed: int, batch: int, forms: list[WgmmaForm]):
+    rng = np.random.default_rng([seed, batch, 77])
+    f = forms[int(rng.integers(len(forms)))]
+    imm = (int(rng.choice([1, -1])), int(rng.choice([1, -1]))) if f.has_imm_scale else (1, 1)
+    return f, bool(rng.integers(4) != 0), imm
+
+
+def tiles_for(form: WgmmaForm, batch_tiles: int) -> int:
+    """Tiles of a batch: ``batch_tiles`` counts n256 tiles, so every batch has about the same
+    number of outputs whatever the form's N (narrow forms get more tiles, at most 8 times as many)."""
+    return max(1, batch_tiles * 256 // max(form.n, 32))
+
+
+def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16) -> float:
+    """Build the runner (NVRTC kernels, index tables) of every form and imm-scale pair the campaign
+    can draw, in parallel threads; returns the seconds it took (kept out of the outputs/s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.time()
+    keys = [(f, imm) for f in forms for imm in ([(1, 1), (1, -1), (-1, 1), (-1, -1)] if f.has_imm_scale else [(1, 1)])]
+    todo = [k for k in keys if (k[0].instr, k[1]) not in runners]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (f, imm), r in zip(todo, pool.map(lambda k: FormRunner(k[0], *k[1]), todo)):
+            runners[(f.instr, imm)] = r
+    return time.time() - t0
+
+
+def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: bool, imm) -> np.ndarray:
+    """refmodel's D for the copied-back tiles vs the hardware: a boolean (T, 64*N) of real mismatches."""
+    from refmodel.dtypes import bits_of
+    from refmodel.numerics.wgmma import wgmma
+
+    a, b, c = typed(form, bits)
+    want = wgmma(form.instr, a, b, c, scale_d=scale_d, imm_scale_a=imm[0], imm_scale_b=imm[1])
+    w = bits_of(want).reshape(a.shape[0], -1).astype(np.uint32)
+    return w != d_hw_bits.astype(np.uint32)
+
+
+def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10**12, seed: int = 0,
+                batch_tiles: int = 8192, out: str | Path = "wgref-fuzz", shard: tuple[int, int] = (0, 1),
+                plant: Optional[int] = None, progress: bool = False, resume: bool = False,
+                fault_at: Optional[int] = None) -> DeviceFuzzReport:
+    """Fuzz the dense wgmma forms of ``target`` (gpu.fuzz.cpu_engine.select_forms: ``e4m3``, ``bf16``, ``all``,
+    an instruction, ...) with everything on the GPU; see the module doc.
+
+    ``plant=b``: flip one bit of one hardware output in batch ``b`` (a self-test: the campaign must
+    report exactly that output).  ``fault_at=b``: launch an illegal-address kernel before batch
+    ``b`` once per ``out`` folder (as gpu.fuzz.cpu_engine.fuzz).  Journal records as gpu.fuzz.cpu_engine.fuzz's.
+    """
+    import cupy as cp
+
+    from refmodel.verify.journal import open_journal
+
+    from gpu.fuzz.cpu_engine import select_forms
+
+    forms = select_forms(target)
+    si, sn = shard
+    if isinstance(si, bool) or isinstance(sn, bool) or sn < 1 or not 0 <= si < sn:
+        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r}")
+    if isinstance(batch_tiles, bool) or not isinstance(batch_tiles, int) or batch_tiles < 1:
+        raise InputError(f"batch_tiles must be a positive int, got {batch_tiles!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    journal = out / "journal.jsonl"
+    header = {"target": target, "seed": seed, "engine": "gpu", "batch_tiles": batch_tiles}
+    if sn > 1:
+        header["shard"] = [int(si), int(sn)]
+    rep = DeviceFuzzReport(target, seed)
+    b = si
+    for rec in open_journal(journal, header, resume):
+        b = max(b, rec["batch"] + sn)
+        for k in ("tiles", "outputs", "mismatches", "seconds"):
+            setattr(rep, k, getattr(rep, k) + rec[k])
+        rep.port_disagreements += rec.get("port_disagreements", 0)
+    runners: dict = {}
+    rep.compile_seconds = precompile(forms, runners)
+    t_start = time.time()
+    while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
+        if fault_at is not None and b == fault_at and not (out / "fault-injected").exists():
+            atomic_write_text(out / "fault-injected", f"batch {b}\n")
+            from gpu.kernels.runtime import fault_illegal_address
+
+            try:
+                fault_illegal_address()
+            except Exception as e:  # the context is dead: exit now, without unloading ~900 modules noisily
+                print(f"injected fault before batch {b}: {type(e).__name__}: {e}", flush=True)
+                os._exit(70)
+        t0 = time.time()
+        form, scale_d, imm = _draw(seed, b, forms)
+        key = (form.instr, imm)
+        if key not in runners:
+            runners[key] = FormRunner(form, *imm)
+        run = runners[key]
+        T = int(min(tiles_for(form, batch_tiles), cases - rep.tiles))
+        fams = cp.asarray(tile_families(seed, b, T))
+        x = run.generate(seed, b, fams)
+        d_hw = run.hardware(x, scale_d)
+        d_model = run.model(x, scale_d)
+        if plant == b:
+            d_hw[T // 2, 7] ^= 1
+        diff = d_hw.astype(cp.uint32) != d_model
+        bad_tiles = cp.nonzero(diff.any(axis=1))[0]
+        n_port = n_bad = 0
+        if bad_tiles.size:     # only these tiles come back; the CPU refmodel decides
+            idx = cp.asnumpy(bad_tiles)
+            bits = {k: cp.asnumpy(v[bad_tiles]) for k, v in x.items()}
+            hw_bits = cp.asnumpy(d_hw[bad_tiles])
+            port_bits = cp.asnumpy(d_model[bad_tiles])
+            real = cpu_recheck(form, bits, hw_bits, scale_d, imm)
+            n_bad = int(real.sum())
+            n_port = int(((port_bits != hw_bits.astype(np.uint32)) != real).sum())
+            rep.tiles_copied_back += int(idx.size)
+            if (n_bad or n_port) and rep.first is None:
+                t, col = np.argwhere(real | ((port_bits != hw_bits.astype(np.uint32)) != real))[0]
+                rep.first = {"batch": b, "instr": form.instr, "tile": int(idx[t]), "row": int(col) // form.n,
+                             "col": int(col) % form.n, "family": FAMILIES[int(tile_families(seed, b, T)[idx[t]])],
+                             "scale_d": scale_d, "imm_scale": list(imm), "hw": int(hw_bits[t, col]),
+                             "gpu_model": int(port_bits[t, col]), "real_mismatch": bool(real[t, col])}
+                np.savez_compressed(out / f"mismatch_batch{b}.npz", tiles=idx, hw=hw_bits, gpu_model=port_bits,
+                                    **bits, meta=np.array(json.dumps({"instr": form.instr, "scale_d": scale_d,
+                                                                      "imm": list(imm), "seed": seed, "batch": b})))
+        cp.cuda.runtime.deviceSynchronize()
+        dt = time.time() - t0
+        outputs = T * 64 * form.n
+        rec = {"batch": b, "job": f"{form.instr}|sd={int(scale_d)}|imm={imm[0]},{imm[1]}", "tiles": T,
+               "outputs": outputs, "mismatches": n_bad, "port_disagreements": n_port,
+               "tiles_copied_back": int(bad_tiles.size), "seconds": round(dt, 5)}
+        with open(journal, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        rep.batches += 1
+        rep.tiles += T
+        rep.outputs += outputs
+        rep.mismatches += n_bad
+        rep.port_disagreements += n_port
+        rep.seconds += dt
+        f = rep.forms.setdefault(form.instr, [0, 0])
+        f[0] += outputs
+        f[1] += n_bad
+        if progress:
+            print(f"batch {b}: {form.instr} {outputs} outputs {n_bad} mismatches; "
+                  f"{rep.rate / 1e9:.2f} G outputs/s", flush=True)
+        b += sn
+    return rep

@@ -1,0 +1,1 @@
+"""What runs on the GPU: CUDA sources and launchers (cvt, dense/sparse wgmma, layout probes, TMA, the FP8 GEMM kernel, the GPU port of the accumulator, the input generator) over NVRTC compilation, device discovery and child-process isolation."""

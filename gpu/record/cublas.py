@@ -1,0 +1,146 @@
+"""Explore cuBLAS through torch (``torch.matmul`` bf16/f16 and ``torch._scaled_mm``) on the H200.
+
+    python -m gpu.record.cublas --explore DIR     # run every shape, save outputs + kernel names
+    python -m gpu.record.cublas --store DIR --out fixtures   # (CPU) check refmodel.golden.cublas, store
+
+Inputs are drawn on the host with numpy from a per-call seed (``inputs(call)``), so a CPU can
+rebuild them exactly; only the outputs and the cuBLAS kernel that ran (from torch's profiler)
+travel back.  The kernel name tells the schedule cuBLAS picked (tile, split-K / stream-K).  The
+calls, the profiler and the raw-bit transfers are gpu.libraries.torch_cublas's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gpu.libraries.torch_cublas import (bits_view, matmul, profiled, scaled_mm_unit_scales,
+                                        set_reduced_precision_reduction, to_gpu, versions)
+
+# (name, op, dtype, M, N, K, reduced_precision_reduction)
+CALLS = [
+    ("mm_bf16_256x256x256", "matmul", "bf16", 256, 256, 256, True),
+    ("mm_bf16_512x512x1024", "matmul", "bf16", 512, 512, 1024, True),
+    ("mm_bf16_1024x1024x1024", "matmul", "bf16", 1024, 1024, 1024, True),
+    ("mm_bf16_64x64x8192", "matmul", "bf16", 64, 64, 8192, True),
+    ("mm_bf16_64x64x8192_norrr", "matmul", "bf16", 64, 64, 8192, False),
+    ("mm_bf16_128x128x16384", "matmul", "bf16", 128, 128, 16384, True),
+    ("mm_bf16_128x128x16384_norrr", "matmul", "bf16", 128, 128, 16384, False),
+    ("mm_bf16_16x16x4096", "matmul", "bf16", 16, 16, 4096, True),
+    ("mm_bf16_1x1024x4096", "matmul", "bf16", 1, 1024, 4096, True),
+    ("mm_bf16_257x129x1000", "matmul", "bf16", 257, 129, 1000, True),
+    ("mm_f16_256x256x256", "matmul", "f16", 256, 256, 256, True),
+    ("mm_f16_512x512x2048", "matmul", "f16", 512, 512, 2048, True),
+    ("mm_f16_64x64x8192", "matmul", "f16", 64, 64, 8192, True),
+    ("mm_f16_64x64x8192_norrr", "matmul", "f16", 64, 64, 8192, False),
+    ("smm_e4m3_64x64x8192", "scaled_mm", "e4m3", 64, 64, 8192, None),
+    ("smm_e4m3_512x512x2048", "scaled_mm", "e4m3", 512, 512, 2048, None),
+    ("smm_e4m3_16x64x4096", "scaled_mm", "e4m3", 16, 64, 4096, None),
+]
+
+
+def inputs(i: int, dtype: str, m: int, n: int, k: int):
+    """The inputs of call ``i``: a (M, K) and b (K, N) as numpy arrays of ``dtype`` (ml_dtypes)."""
+    from refmodel.verify.seeded import library_matrices
+
+    return library_matrices(5000 + i, dtype, m, n, k, exp_range=(-3, 4), lim=400.0 if dtype == "e4m3" else 1e4)
+
+
+def explore(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    results, meta = {}, []
+    for i, (name, op, dt, m, n, k, rrr) in enumerate(CALLS):
+        a_np, b_np = inputs(i, dt, m, n, k)
+        a, b = to_gpu(a_np, dt), to_gpu(b_np, dt)
+        if rrr is not None:
+            set_reduced_precision_reduction(dt, rrr)
+
+        def call():
+            return matmul(a, b) if op == "matmul" else scaled_mm_unit_scales(a, b)
+        try:
+            d, kernels = profiled(call)
+        except Exception as e:  # reported, the rest goes on
+            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        again = call()
+        results[name] = bits_view(d)
+        det = bool(np.array_equal(results[name], bits_view(again)))
+        meta.append({"name": name, "index": i, "op": op, "dtype": dt, "M": m, "N": n, "K": k, "rrr": rrr,
+                     "out": str(d.dtype), "kernels": kernels, "deterministic_rerun": det})
+        print(f"{name}: {kernels} rerun-identical={det}", flush=True)
+    np.savez_compressed(out / "cublas.npz", **results)
+    (out / "cublas.json").write_text(json.dumps({**versions(), "calls": meta}, indent=1))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--explore", help="run every call on the GPU, save to this folder")
+    p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
+    p.add_argument("--out", default="fixtures")
+    args = p.parse_args(argv)
+    if args.explore:
+        explore(Path(args.explore))
+        return 0
+    if args.store:
+        return store(Path(args.store), Path(args.out))
+    p.error("give --explore DIR (GPU) or --store DIR (CPU)")
+    return 2
+
+
+
+SAMPLE = 64   # a recorded output larger than SAMPLE x SAMPLE keeps SAMPLE rows and SAMPLE columns
+
+
+def _sample(rng, m: int, n: int):
+    rows = np.arange(m) if m * n <= 40000 else np.sort(rng.choice(m, min(m, SAMPLE), replace=False))
+    cols = np.arange(n) if m * n <= 40000 else np.sort(rng.choice(n, min(n, SAMPLE), replace=False))
+    return rows, cols
+
+
+def store(explored: Path, out: Path, log=print) -> int:
+    """Turn an --explore folder into the fixture fixtures/cublas/calls.npz (kind ``cublas_calls``):
+    every call refmodel.golden.cublas_matmul reproduces on the whole recorded output (under
+    cublas_schedule(kernels, M, N, K)), with the seed and sha256 of its inputs and a sample of its
+    outputs (all of them up to 40,000)."""
+    import ml_dtypes
+
+    from refmodel.dtypes import bits_of
+    from refmodel.golden import cublas_matmul, cublas_schedule
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.seeded import matrix_sha256
+
+    info = json.loads((explored / "cublas.json").read_text())
+    z = np.load(explored / "cublas.npz")
+    arrays, calls, bad, outputs = {}, [], 0, 0
+    od = {"torch.bfloat16": ml_dtypes.bfloat16, "torch.float16": np.float16, "torch.float32": np.float32}
+    for c in info["calls"]:
+        a, b = inputs(c["index"], c["dtype"], c["M"], c["N"], c["K"])
+        sched = cublas_schedule(c["kernels"], c["M"], c["N"], c["K"])
+        d = cublas_matmul(a, b, **sched.kwargs(), out_dtype={"torch.bfloat16": "bf16", "torch.float16": "f16",
+                                                              "torch.float32": "f32"}[c["out"]])
+        hw = z[c["name"]].view(od[c["out"]])
+        n = int(np.count_nonzero(bits_of(d) != bits_of(hw)))
+        log(f"{c['name']}: {hw.size} outputs, {n} mismatches ({sched.splits} splits{'' if sched.determined else ', S not determined'})")
+        bad += n
+        if n:
+            continue
+        rows, cols = _sample(np.random.default_rng(len(c["name"])), c["M"], c["N"])
+        k = len(calls)
+        arrays[f"d{k}"], arrays[f"rows{k}"], arrays[f"cols{k}"] = bits_of(hw[np.ix_(rows, cols)]), rows, cols
+        outputs += rows.size * cols.size
+        calls.append({**{x: c[x] for x in ("name", "op", "dtype", "M", "N", "K", "rrr", "out", "kernels")},
+                      "seed": 5000 + c["index"], "exp_range": [-3, 4], "lim": 400.0 if c["dtype"] == "e4m3" else 1e4,
+                      "a_sha256": matrix_sha256(a), "b_sha256": matrix_sha256(b), "recorded_outputs": int(hw.size),
+                      "array": f"d{k}"})
+    prov = {"device": "NVIDIA H200", "torch": info["torch"], "cuda": info["cuda"], "blas": info["cublas"],
+            "cublas": "nvidia-cublas 13.1.0.3", "recorder": "gpu.record.cublas", **host_provenance()}
+    write_fixture("cublas", "calls", arrays, kind="cublas_calls", cases=outputs, meta={"calls": calls},
+                  provenance=prov, root=out)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""Verify the FP8 GEMM kernel (gpu/kernels/gemm_fp8.py) against refmodel.gemm bit for bit on the H200 and
+record small cases as fixtures (kind ``gemm_kernel``).
+
+    python -m gpu.record.gemm --out fixtures          # checks (incl. 4096^3) + fixtures
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+SEED = 20261201
+
+
+def inputs(M: int, N: int, K: int, family: str, seed: int):
+    """e4m3 codes a (M, K), b_nk (N, K) and f32 scales of a family: 'normal' (N(0, 1)*2^e
+    rounded to e4m3), 'bits' (every code, NaN included), 'wide' (exponents across the range)."""
+    import ml_dtypes
+
+    rng = np.random.default_rng([SEED, seed, zlib.crc32(family.encode())])
+    if family == "bits":
+        a = rng.integers(0, 256, (M, K), dtype=np.uint8)
+        b = rng.integers(0, 256, (N, K), dtype=np.uint8)
+    else:
+        spread = 6 if family == "wide" else 1
+        a = (rng.standard_normal((M, K)) * 2.0 ** rng.integers(-spread, spread + 1, (M, K))).astype(np.float32)
+        b = (rng.standard_normal((N, K)) * 2.0 ** rng.integers(-spread, spread + 1, (N, K))).astype(np.float32)
+        a = np.clip(a, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        b = np.clip(b, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    KB, NB = K // 128, -(-N // 128)
+    sa = (2.0 ** rng.integers(-3, 4, (M, KB)) * rng.uniform(0.5, 1.5, (M, KB))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-3, 4, (KB, NB)) * rng.uniform(0.5, 1.5, (KB, NB))).astype(np.float32)
+    return a, b, sa, sb
+
+
+CHECKS = [  # (M, N, K, family, promote, out)
+    (4096, 4096, 4096, "normal", True, "bf16"),
+    (4096, 4096, 4096, "normal", False, "bf16"),
+    (4096, 4096, 4096, "wide", True, "f32"),
+    (4096, 4096, 4096, "bits", False, "f32"),
+    (1008, 1040, 1024, "normal", True, "bf16"),
+    (1008, 1040, 1024, "bits", True, "bf16"),
+    (1008, 1040, 1024, "wide", False, "f32"),
+    (208, 400, 512, "normal", False, "bf16"),
+]
+STORE = [(192, 272, 512, "normal", True, "bf16"), (128, 144, 256, "bits", False, "f32"),
+         (144, 160, 384, "wide", True, "f32")]
+
+
+def run(out: Path | None, log=print) -> int:
+    import cupy as cp
+
+    from refmodel.dtypes import bits_of
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    from gpu.kernels.gemm_fp8 import GemmConfig, gemm_fp8, reference
+    from gpu.kernels.runtime import device_info
+
+    bad_total = compared = 0
+    for i, (M, N, K, fam, promote, o) in enumerate(STORE + CHECKS):
+        cfg = GemmConfig(promote=promote, out=o)
+        a, b, sa, sb = inputs(M, N, K, fam, i)
+        t0 = time.time()
+        d, _ = gemm_fp8(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
+        hw = cp.asnumpy(d)
+        ref = reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
+        refb = bits_of(ref)
+        bad = int(np.count_nonzero(hw.view(refb.dtype) != refb))
+        compared += hw.size
+        bad_total += bad
+        log(f"{M}x{N}x{K} {fam:<6} promote={int(promote)} out={o}: {hw.size} outputs, {bad} mismatches "
+            f"({time.time() - t0:.1f} s)")
+        if (M, N, K, fam, promote, o) in STORE and out is not None and not bad:
+            prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.gemm"}
+            write_fixture("gemm", f"gemm_{M}x{N}x{K}_{fam}_p{int(promote)}_{o}",
+                          {"a": a, "b_nk": b, "scale_a": sa, "scale_b": sb, "d": hw.view(refb.dtype)},
+                          kind="gemm_kernel", cases=int(hw.size),
+                          meta={"M": M, "N": N, "K": K, "family": fam, "promote": promote, "out": o,
+                                "schedule": "refmodel.gemm(m64n128k32 e4m3 chain, promote_every=4 with 1x128 / "
+                                            "128x128 scales, fma)" if promote else
+                                            "refmodel.gemm(m64n128k32 e4m3 chain over all K)"},
+                          provenance=prov, root=out)
+    log(f"gemm kernel: {compared} outputs compared with refmodel.gemm, {bad_total} mismatches")
+    return 1 if bad_total else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None, help="fixtures root (omit: check only)")
+    a = p.parse_args(argv)
+    from refmodel.numerics.gemm import gemm  # noqa: F401  the model must exist (fail loudly)
+
+    return run(Path(a.out) if a.out else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
