@@ -10,6 +10,7 @@ configuration it will not build.  ``triton`` and ``torch`` are imported when fir
 from __future__ import annotations
 
 _KERNEL = None
+_KERNEL_F16ACC = None
 
 
 def tiled_matmul_kernel():
@@ -44,6 +45,50 @@ def tiled_matmul_kernel():
 
         _KERNEL = mm
     return _KERNEL
+
+
+def tiled_matmul_f16acc_kernel():
+    """The tiled matmul with an f16 accumulator (built once): ``acc = tl.zeros(..., tl.float16)``; per
+    BLOCK_K slice ``acc = tl.dot(a, b, acc, out_dtype=tl.float16)``; store ``acc.to(OUT)``."""
+    global _KERNEL_F16ACC
+    if _KERNEL_F16ACC is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def mm16(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr,
+                 BN: tl.constexpr, BK: tl.constexpr, OUT: tl.constexpr):
+            pid_m = tl.program_id(0)
+            pid_n = tl.program_id(1)
+            rm = pid_m * BM + tl.arange(0, BM)
+            rn = pid_n * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), dtype=tl.float16)
+            for k in range(0, Kx, BK):
+                a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
+                b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+                acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+            tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
+
+        _KERNEL_F16ACC = mm16
+    return _KERNEL_F16ACC
+
+
+def tiled_matmul_f16acc(a, b, *, out: str, block_m: int, block_n: int, block_k: int, num_warps: int):
+    """Launch :func:`tiled_matmul_f16acc_kernel` as :func:`tiled_matmul` does: ``(c, compiled kernel)``."""
+    import torch
+    import triton.language as tl
+
+    kern = tiled_matmul_f16acc_kernel()
+    M, K = a.shape
+    N = b.shape[1]
+    t_out, tl_out = {"f32": (torch.float32, tl.float32), "bf16": (torch.bfloat16, tl.bfloat16),
+                     "f16": (torch.float16, tl.float16)}[out]
+    c = torch.empty(M, N, device="cuda", dtype=t_out)
+    compiled = kern[(M // block_m, N // block_n)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                                                  b.stride(1), c.stride(0), c.stride(1), BM=block_m, BN=block_n,
+                                                  BK=block_k, OUT=tl_out, num_warps=num_warps)
+    return c, compiled
 
 
 def tiled_matmul(a, b, *, out: str, block_m: int, block_n: int, block_k: int, prec: str, imp: int,

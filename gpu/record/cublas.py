@@ -75,12 +75,61 @@ def explore(out: Path) -> None:
     (out / "cublas.json").write_text(json.dumps({**versions(), "calls": meta}, indent=1))
 
 
+# torch._scaled_mm calls in the shapes where cuBLAS switches to split-K kernels:
+# (name, M, N, K, use_fast_accum, per-tensor scales or None for 1, out)
+SPLIT_CALLS = [
+    ("smm_e4m3_64x64x8192_fast", 64, 64, 8192, True, None, "bf16"),
+    ("smm_e4m3_64x64x8192_precise", 64, 64, 8192, False, None, "bf16"),
+    ("smm_e4m3_64x64x8192_fast_f32", 64, 64, 8192, True, None, "f32"),
+    ("smm_e4m3_64x64x8192_fast_scaled", 64, 64, 8192, True, (0.5, 0.375), "f32"),
+    ("smm_e4m3_128x128x16384_fast", 128, 128, 16384, True, None, "bf16"),
+    ("smm_e4m3_64x128x4096_fast", 64, 128, 4096, True, None, "f32"),
+    ("smm_e4m3_64x256x8192_fast", 64, 256, 8192, True, None, "f32"),
+    ("smm_e4m3_256x256x2048_fast", 256, 256, 2048, True, None, "f32"),
+]
+
+
+def explore_split(out: Path) -> None:
+    """Run :data:`SPLIT_CALLS` (inputs seeded 6000 + i), save outputs and kernel names."""
+    import torch
+
+    from gpu.libraries.torch_cublas import scaled_mm
+
+    out.mkdir(parents=True, exist_ok=True)
+    results, meta = {}, []
+    for i, (name, m, n, k, fast, scales, o) in enumerate(SPLIT_CALLS):
+        from refmodel.verify.seeded import library_matrices
+
+        a_np, b_np = library_matrices(6000 + i, "e4m3", m, n, k, exp_range=(-3, 4), lim=400.0)
+        a = to_gpu(a_np, "e4m3")
+        b_nk = to_gpu(np.ascontiguousarray(b_np.T), "e4m3")
+        sa, sb = scales or (1.0, 1.0)
+        sa_t, sb_t = torch.tensor(sa, device="cuda"), torch.tensor(sb, device="cuda")
+        try:
+            d, kernels = profiled(lambda: scaled_mm(a, b_nk, sa_t, sb_t, o, use_fast_accum=fast))
+        except Exception as e:  # reported, the rest goes on
+            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        again = scaled_mm(a, b_nk, sa_t, sb_t, o, use_fast_accum=fast)
+        results[name] = bits_view(d)
+        det = bool(np.array_equal(results[name], bits_view(again)))
+        meta.append({"name": name, "index": i, "seed": 6000 + i, "M": m, "N": n, "K": k, "use_fast_accum": fast,
+                     "scale_a": sa, "scale_b": sb, "out": o, "kernels": kernels, "deterministic_rerun": det})
+        print(f"{name}: {kernels} rerun-identical={det}", flush=True)
+    np.savez_compressed(out / "cublas_split.npz", **results)
+    (out / "cublas_split.json").write_text(json.dumps({**versions(), "calls": meta}, indent=1))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--explore", help="run every call on the GPU, save to this folder")
     p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
     p.add_argument("--out", default="fixtures")
+    p.add_argument("--explore-split", help="run the split-K torch._scaled_mm calls on the GPU, save to this folder")
     args = p.parse_args(argv)
+    if args.explore_split:
+        explore_split(Path(args.explore_split))
+        return 0
     if args.explore:
         explore(Path(args.explore))
         return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu.libraries.torch_cublas import TorchRunner, bits_view, torch_dtype
-from gpu.libraries.triton import tiled_matmul, tiled_matmul_kernel
+from gpu.libraries.triton import tiled_matmul, tiled_matmul_f16acc, tiled_matmul_kernel
 from gpu.libraries.triton import version as triton_version
 
 # (name, dtype, BM, BN, BK, warps, input_precision, max_num_imprecise_acc, out).  None runs
@@ -78,6 +78,46 @@ def explore(out: Path, only=None) -> None:
         wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
         keep = [ln for ln in ptx.splitlines()
                 if any(s in ln for s in ("wgmma", "add.f32", "add.rn.f32", "fma.rn.f32", "cvt.rna.tf32", "cvt.rn"))]
+        (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
+        print(f"{name}: ok; instructions {wg}", flush=True)
+
+
+# f16 accumulation: (name, dtype, BM, BN, BK, warps, out); inputs small enough that f16 sums stay finite
+F16ACC_CONFIGS = [
+    ("f16acc_f16_bk64_w4", "f16", 128, 128, 64, 4, "f16"),
+    ("f16acc_f16_bk32_w8", "f16", 128, 128, 32, 8, "f16"),
+    ("f16acc_f16_bk64_w4_out32", "f16", 128, 128, 64, 4, "f32"),
+    ("f16acc_e4m3_bk128_w4", "e4m3", 128, 128, 128, 4, "f16"),
+    ("f16acc_e5m2_bk64_w4", "e5m2", 128, 128, 64, 4, "f16"),
+]
+
+
+def explore_f16acc(out: Path) -> None:
+    """Run :data:`F16ACC_CONFIGS` (Triton's ``tl.dot(..., out_dtype=tl.float16)`` with an f16 ``acc``),
+    saving inputs, outputs and PTX as :func:`explore` does."""
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    for i, (name, dt, BM, BN, BK, warps, o) in enumerate(F16ACC_CONFIGS):
+        g = torch.Generator(device="cuda").manual_seed(3000 + i)
+        scale = 2.0 ** torch.randint(-5, 1, (M, K), device="cuda", generator=g).float()
+        a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-8, 8).to(torch_dtype(dt))
+        scale = 2.0 ** torch.randint(-5, 1, (K, N), device="cuda", generator=g).float()
+        b = (torch.randn(K, N, device="cuda", generator=g) * scale).clamp(-8, 8).to(torch_dtype(dt))
+        try:
+            c, kern = tiled_matmul_f16acc(a, b, out=o, block_m=BM, block_n=BN, block_k=BK, num_warps=warps)
+            torch.cuda.synchronize()
+            ptx = kern.asm.get("ptx", "")
+        except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
+            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            continue
+        np.savez_compressed(out / f"{name}.npz", a=bits_view(a), b=bits_view(b), c=bits_view(c),
+                            config=np.array(json.dumps({"name": name, "dtype": dt, "BM": BM, "BN": BN, "BK": BK,
+                                                        "warps": warps, "input_precision": None, "imp": None,
+                                                        "acc": "f16", "out": o, "triton": triton_version(),
+                                                        "torch": torch.__version__})))
+        wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
+        keep = [ln for ln in ptx.splitlines() if any(s in ln for s in ("wgmma", "add.f16", "add.rn.f16", "cvt"))]
         (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
         print(f"{name}: ok; instructions {wg}", flush=True)
 
@@ -195,7 +235,12 @@ def main(argv=None) -> int:
     p.add_argument("--store-fuzz", default=None, metavar="NPZ",
                    help="(CPU) store batches re-recorded by gpu.record.triton.record_batches (with --seed)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--explore-f16acc", default=None, metavar="DIR",
+                   help="run the f16-accumulator configurations on the GPU, save to this folder")
     a = p.parse_args(argv)
+    if a.explore_f16acc:
+        explore_f16acc(Path(a.explore_f16acc))
+        return 0
     if a.store_fuzz:
         return store_fuzz(Path(a.store_fuzz), a.seed, Path(a.out))
     if a.explore:
