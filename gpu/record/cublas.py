@@ -120,13 +120,62 @@ def explore_split(out: Path) -> None:
     (out / "cublas_split.json").write_text(json.dumps({**versions(), "calls": meta}, indent=1))
 
 
+def store_split(explored: Path, out: Path, log=print) -> int:
+    """fixtures/cublas/scaled_mm_split.npz (kind ``scaled_mm_split``): the :data:`SPLIT_CALLS` outputs with
+    their seeds, input sha256 and kernels, and what refmodel.golden.torch_scaled_mm.scaled_mm does with the
+    kernel names (``expect``: "match", checked here on every output, or "refused")."""
+
+    from refmodel.dtypes import bits_of
+    from refmodel.errors import InputError
+    from refmodel.golden.torch_scaled_mm import scaled_mm
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.seeded import library_matrices, matrix_sha256
+
+    rec = json.loads((explored / "cublas_split.json").read_text())
+    with np.load(explored / "cublas_split.npz") as z:
+        outs = {k: z[k] for k in z.files}
+    arrays, calls, bad, cases = {}, [], 0, 0
+    for c in rec["calls"]:
+        hw = outs[c["name"]]
+        a, b = library_matrices(c["seed"], "e4m3", c["M"], c["N"], c["K"], exp_range=(-3, 4), lim=400.0)
+        b_nk = np.ascontiguousarray(b.T)
+        try:
+            d = scaled_mm(a, b_nk, np.float32(c["scale_a"]), np.float32(c["scale_b"]), out_dtype=c["out"],
+                          use_fast_accum=c["use_fast_accum"], kernel=c["kernels"])
+            n, expect = int(np.count_nonzero(bits_of(d).view(hw.dtype) != hw)), "match"
+        except InputError as e:
+            n, expect = 0, "refused"
+            log(f"{c['name']}: refused ({str(e)[:100]})")
+        log(f"{c['name']}: {hw.size} outputs, {n} mismatches ({expect})")
+        bad += n
+        i = len(calls)
+        arrays[f"d{i}"] = hw
+        calls.append({**c, "array": i, "expect": expect, "a_sha256": matrix_sha256(a), "b_sha256": matrix_sha256(b),
+                      "exp_range": [-3, 4], "lim": 400.0})
+        cases += int(hw.size)
+    if bad:
+        log(f"{bad} mismatches: nothing stored")
+        return 1
+    prov = {**host_provenance(), "device": "NVIDIA H200", "recorder": "gpu.record.cublas --explore-split",
+            "torch": rec.get("torch"), "cuda": rec.get("cuda")}
+    write_fixture("cublas", "scaled_mm_split", arrays, kind="scaled_mm_split", cases=cases,
+                  meta={"calls": calls, "inputs": "refmodel.verify.seeded.library_matrices(seed, 'e4m3', M, N, K, "
+                                                  "exp_range=(-3, 4), lim=400.0); b_nk = b.T"},
+                  provenance=prov, root=out)
+    log(f"stored {len(calls)} calls, {cases} outputs")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--explore", help="run every call on the GPU, save to this folder")
     p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
     p.add_argument("--out", default="fixtures")
     p.add_argument("--explore-split", help="run the split-K torch._scaled_mm calls on the GPU, save to this folder")
+    p.add_argument("--store-split", help="(CPU) turn an --explore-split folder into fixtures under --out")
     args = p.parse_args(argv)
+    if args.store_split:
+        return store_split(Path(args.store_split), Path(args.out))
     if args.explore_split:
         explore_split(Path(args.explore_split))
         return 0

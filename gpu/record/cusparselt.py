@@ -1,6 +1,7 @@
 """Explore cuSPARSELt through PyTorch semi-structured sparsity on the H200.
 
     python -m gpu.record.cusparselt --explore DIR     # run every call, save outputs + kernel names
+    python -m gpu.record.cusparselt --store DIR --out fixtures   # (CPU) check the golden model, store
 
 Inputs are drawn on the host with numpy from a per-call seed (:func:`inputs`: the library
 recorders' matrices, A then 2:4 pruned along K by magnitude), so a CPU rebuilds them exactly; only
@@ -41,25 +42,12 @@ CALLS = [
 ]
 
 
-def prune_2_4(a: np.ndarray) -> np.ndarray:
-    """``a`` (M, K) with the two smallest-magnitude elements of every group of four along K set to +0
-    (ties: the lower index is kept), as PyTorch's 2:4 convention wants."""
-    m, k = a.shape
-    mag = np.abs(a.astype(np.float32)).reshape(m, k // 4, 4)
-    order = np.argsort(-mag, axis=-1, kind="stable")          # largest first, lower index on ties
-    keep = np.zeros(mag.shape, bool)
-    np.put_along_axis(keep, order[..., :2], True, axis=-1)
-    out = a.copy().reshape(m, k // 4, 4)
-    out[~keep] = 0
-    return out.reshape(m, k)
-
-
 def inputs(i: int, dtype: str, m: int, n: int, k: int):
-    """The inputs of call ``i``: a (M, K) 2:4-pruned and b (K, N), numpy arrays of ``dtype``."""
-    from refmodel.verify.seeded import library_matrices
+    """The inputs of call ``i``: a (M, K) 2:4-pruned and b (K, N), numpy arrays of ``dtype``
+    (refmodel.verify.seeded.sparse_library_matrices with seed 7000 + i)."""
+    from refmodel.verify.seeded import sparse_library_matrices
 
-    a, b = library_matrices(7000 + i, dtype, m, n, k, exp_range=(-3, 4), lim=400.0 if dtype == "e4m3" else 1e4)
-    return prune_2_4(a), b
+    return sparse_library_matrices(7000 + i, dtype, m, n, k)
 
 
 def explore(out: Path) -> None:
@@ -98,14 +86,81 @@ def explore(out: Path) -> None:
     (out / "cusparselt.json").write_text(json.dumps({**versions(), "cusparselt": version(), "calls": meta}, indent=1))
 
 
+SAMPLE = 64   # outputs larger than 256 x 256 keep SAMPLE rows and SAMPLE columns
+
+
+def store(explored: Path, out: Path, log=print) -> int:
+    """fixtures/cusparselt/calls.npz (kind ``cusparselt_calls``): every recorded call with its seed, input
+    sha256, kernels and outputs (all of them, or 64 rows x 64 columns of the larger ones), and what
+    refmodel.golden.cusparselt_matmul does with its kernel names: reproduce every stored output
+    (``expect`` "match", checked here) or refuse (``expect`` "refused": a split the model does not know)."""
+    import ml_dtypes
+
+    from refmodel.dtypes import bits_of
+    from refmodel.errors import InputError
+    from refmodel.golden.cusparselt import cusparselt_matmul, cusparselt_schedule
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    rec = json.loads((explored / "cusparselt.json").read_text())
+    with np.load(explored / "cusparselt.npz") as z:
+        outs = {k: z[k] for k in z.files}
+    od = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+    arrays, calls, bad, cases = {}, [], 0, 0
+    for c in rec["calls"]:
+        if c["name"] not in outs:
+            continue
+        hw = outs[c["name"]]
+        a, b = inputs(c["index"], c["dtype"], c["M"], c["N"], c["K"])
+        rng = np.random.default_rng(c["index"])
+        if hw.size > 256 * 256:
+            rows = np.sort(rng.choice(c["M"], SAMPLE, replace=False))
+            cols = np.sort(rng.choice(c["N"], SAMPLE, replace=False))
+        else:
+            rows, cols = np.arange(c["M"]), np.arange(c["N"])
+        kept = hw[np.ix_(rows, cols)]
+        try:
+            if hw.size > 256 * 256:     # the full call's schedule, run on the kept rows and columns
+                sched = cusparselt_schedule(c["dtype"], c["M"], c["N"], c["K"], out_dtype=c["out"], kernel=c["kernels"])
+                d = cusparselt_matmul(a[rows], b[:, cols], out_dtype=od[c["out"]], schedule=sched)
+            else:
+                d = cusparselt_matmul(a, b, out_dtype=od[c["out"]], kernel=c["kernels"])
+            n = int(np.count_nonzero(bits_of(d).view(kept.dtype) != kept))
+            expect = "match"
+        except InputError as e:
+            n, expect = 0, "refused"
+            log(f"{c['name']}: refused ({str(e)[:100]})")
+        log(f"{c['name']}: {kept.size} outputs kept, {n} mismatches ({expect})")
+        bad += n
+        i = len(calls)
+        arrays[f"d{i}"], arrays[f"rows{i}"], arrays[f"cols{i}"] = kept, rows.astype(np.int32), cols.astype(np.int32)
+        calls.append({k: c[k] for k in ("name", "index", "api", "dtype", "out", "M", "N", "K", "seed", "a_sha256",
+                                        "b_sha256", "kernels", "b_layout", "deterministic_rerun") if k in c}
+                     | {"array": i, "expect": expect, "recorded_outputs": int(hw.size)})
+        cases += int(kept.size)
+    if bad:
+        log(f"{bad} mismatches: nothing stored")
+        return 1
+    prov = {**host_provenance(), "device": "NVIDIA H200", "recorder": "gpu.record.cusparselt",
+            "torch": rec.get("torch"), "cuda": rec.get("cuda"), "cusparselt": rec.get("cusparselt")}
+    write_fixture("cusparselt", "calls", arrays, kind="cusparselt_calls", cases=cases,
+                  meta={"calls": calls, "inputs": "refmodel.verify.seeded.sparse_library_matrices(seed, dtype, M, N, K)"},
+                  provenance=prov, root=out)
+    log(f"stored {len(calls)} calls, {cases} outputs")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--explore", help="run every call on the GPU, save to this folder")
+    p.add_argument("--store", help="(CPU) turn an --explore folder into fixtures under --out")
+    p.add_argument("--out", default="fixtures")
     args = p.parse_args(argv)
     if args.explore:
         explore(Path(args.explore))
         return 0
-    p.error("give --explore DIR (GPU)")
+    if args.store:
+        return store(Path(args.store), Path(args.out))
+    p.error("give --explore DIR (GPU) or --store DIR (CPU)")
     return 2
 
 

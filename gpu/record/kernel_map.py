@@ -1,6 +1,7 @@
 """Map which kernels the run-time-dispatching libraries pick over a grid of GEMM shapes on the H200.
 
-    python -m gpu.record.kernel_map --out DIR [--seconds S]
+    python -m gpu.record.kernel_map --out DIR [--seconds S]              # GPU: record kernel_map.json
+    python -m gpu.record.kernel_map --store DIR/kernel_map.json --out fixtures   # CPU: the fixture
 
 For every op (``torch.matmul`` bf16/f16, ``torch._scaled_mm`` e4m3 fast and precise, cuSPARSELt
 f16/bf16 and e4m3) and every (M, N, K) of the grid, one call under torch's profiler records the CUDA
@@ -79,11 +80,57 @@ def run(out: Path, seconds: float) -> None:
         print(f"{op}: {len(rows)} shapes, {time.time() - t0:.0f} s", flush=True)
 
 
+def classify(kernels) -> int:
+    """0 plain (one K chain), 1 segment-K, 2 split-K (from the kernel names), as the golden models use it."""
+    s = " ".join(kernels) if isinstance(kernels, list) else str(kernels)
+    if "split" in s.lower():
+        return 2
+    if "segment_k_on" in s:
+        return 1
+    return 0
+
+
+def store(recorded: Path, out: Path) -> int:
+    """fixtures/kernel_map/h200_grid.npz (kind ``kernel_map``): per op the kernel class of every grid
+    shape (``<op>``, uint8 (M, N, K)) and the index of its kernel names (``<op>_names``) into the
+    op's name list in the meta."""
+    import numpy as np
+
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    d = json.loads(Path(recorded).read_text())
+    mn, ks = tuple(d["grid"]["MN"]), tuple(d["grid"]["K"])
+    arrays, names = {}, {}
+    for op, rows in d["ops"].items():
+        cls = np.zeros((len(mn), len(mn), len(ks)), np.uint8)
+        idx = np.zeros(cls.shape, np.int16)
+        uniq: list[str] = []
+        for m, n, k, kern in rows:
+            key = " | ".join(kern) if isinstance(kern, list) else str(kern)
+            if key not in uniq:
+                uniq.append(key)
+            pos = (mn.index(m), mn.index(n), ks.index(k))
+            cls[pos] = classify(kern)
+            idx[pos] = uniq.index(key)
+        arrays[op], arrays[f"{op}_names"], names[op] = cls, idx, uniq
+    versions = {k: d[k] for k in ("torch", "cuda", "cusparselt") if k in d}
+    prov = {**host_provenance(), "device": d.get("device", "?"), "recorder": "gpu.record.kernel_map", **versions}
+    write_fixture("kernel_map", "h200_grid", arrays, kind="kernel_map", cases=sum(a.size for k, a in arrays.items()
+                                                                                   if not k.endswith("_names")),
+                  meta={"MN": list(mn), "K": list(ks), "ops": list(d["ops"]), "names": names, "versions": versions},
+                  provenance=prov, root=out)
+    print(f"kernel map: {len(d['ops'])} ops x {len(mn) * len(mn) * len(ks)} shapes stored")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="folder for kernel_map.json")
+    p.add_argument("--out", required=True, help="folder for kernel_map.json (with --store: the fixtures root)")
     p.add_argument("--seconds", type=float, default=400.0, help="stop starting calls after this long")
+    p.add_argument("--store", default=None, metavar="JSON", help="(CPU) turn a recorded kernel_map.json into the fixture")
     a = p.parse_args(argv)
+    if a.store:
+        return store(Path(a.store), Path(a.out))
     run(Path(a.out), a.seconds)
     return 0
 

@@ -161,3 +161,24 @@ def library_matrices(seed: int, dtype: str, m: int, n: int, k: int, *, exp_range
 def matrix_sha256(x: np.ndarray) -> str:
     """sha256 of an array's C-order bytes."""
     return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()
+
+
+def prune_rows_2_4(a: np.ndarray) -> np.ndarray:
+    """``a`` (M, K) with the two smallest-magnitude elements of every group of four along K set to +0
+    (ties: the lower index is kept; NaN counts as largest): PyTorch's 2:4 convention for a whole matrix."""
+    m, k = a.shape
+    mag = np.abs(a.astype(np.float32)).reshape(m, k // 4, 4)
+    mag = np.where(np.isnan(mag), np.float32(np.inf), mag)
+    order = np.argsort(-mag, axis=-1, kind="stable")
+    keep = np.zeros(mag.shape, bool)
+    np.put_along_axis(keep, order[..., :2], True, axis=-1)
+    out = a.copy().reshape(m, k // 4, 4)
+    out[~keep] = 0
+    return out.reshape(m, k)
+
+
+def sparse_library_matrices(seed: int, dtype: str, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The inputs the cuSPARSELt recorder (gpu.record.cusparselt) feeds a call: :func:`library_matrices`
+    (exponents -3..3, clipped to ±400 for e4m3, ±1e4 otherwise) with A then 2:4 pruned along K."""
+    a, b = library_matrices(seed, dtype, m, n, k, exp_range=(-3, 4), lim=400.0 if dtype == "e4m3" else 1e4)
+    return prune_rows_2_4(a), b

@@ -1,0 +1,429 @@
+"""How a GEMM sums, as data: one :class:`Schedule` describes what a library kernel does along K, and
+one executor (:meth:`Schedule.run`) computes it bit for bit with refmodel.
+
+A schedule is:
+
+* the **instruction** that forms the products: a dense or sparse wgmma form, an ``mma.sync`` shape,
+  or CUDA-core FMAs (``fma.rn.f32``), with an optional operand conversion and K order (Triton's FP8
+  ``mma.sync`` path) or emulation (Triton's ``tf32x3``);
+* **chains**: consecutive instructions feed each D into the next C; a chain restarts from +0 at every
+  ``restart_every`` K (Triton's BLOCK_K slices) where the kernel does so;
+* **promotion**: every ``promote_every`` instructions the chain's partial sum enters a float32
+  accumulator (``promote_op``: ``fma`` / ``mul_add`` / ``fma_exact``; with unit scales, or the
+  caller's 1 x 128 / 128 x 128 ``block_scales``);
+* **split-K**: ``splits`` chunks of ``round_up(ceil(K/splits), split_align)``, each a fresh chain,
+  partials kept in ``partial_dtype`` and reduced in ``reduce`` order (``sequential``: split order;
+  ``reverse``; ``tree``: pairwise) with ``add.f32``;
+* the **epilogue**: ``epilogue_scale`` (``tensor``: ``RN(RN(sa*sb) * acc)``; ``rowwise``:
+  ``RN(sa[m] * RN(sb[n] * acc))``), then ``cvt.rn`` to ``out_dtype``.
+
+``source`` says where the schedule comes from (library, version, kernel, shape, device, and how it is
+known: recorded on the H200, inferred, or a model's default); :meth:`describe` says it all in one
+paragraph, and :meth:`to_json` / :func:`load_schedule` store it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import ml_dtypes
+import numba
+import numpy as np
+
+from ..errors import InputError
+from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32, params_for, with_params
+from ..numerics.gemm import _convert, gemm
+from ..validate import _describe, as_array
+from ..wgmma_forms import parse_wgmma
+from ..wgmma_sp_forms import parse_wgmma_sp
+
+OUT_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dtype(np.float16)}
+PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
+REDUCE_ORDERS = ("sequential", "reverse", "tree")
+EPILOGUE_SCALES = ("none", "tensor", "rowwise")
+K_ORDERS = ("natural", "triton_fp8_mma_sync")
+EMULATIONS = (None, "tf32x3")
+MMA_SYNC_K8 = {"mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32": "bf16",
+               "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32": "f16"}
+MMA_SYNC_F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+FMA = "fma.rn.f32"
+SCHEMA = "wgref-schedule/1"
+
+
+def _kind(instr: str) -> str:
+    if instr == FMA:
+        return "fma"
+    if instr in MMA_SYNC_K8:
+        return "mma_k8"
+    if instr == MMA_SYNC_F16:
+        return "mma_f16"
+    if isinstance(instr, str) and instr.startswith("wgmma.mma_async.sp."):
+        parse_wgmma_sp(instr)
+        return "wgmma_sp"
+    if isinstance(instr, str) and instr.startswith("wgmma.mma_async."):
+        parse_wgmma(instr)
+        return "wgmma"
+    raise InputError(f"instr must be a wgmma form, {FMA!r}, {MMA_SYNC_F16!r} or one of {sorted(MMA_SYNC_K8)}, "
+                     f"got {_describe(instr)}")
+
+
+def _pos_int(name: str, v: Any, *, none_ok: bool = True) -> Optional[int]:
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+        raise InputError(f"{name} must be a positive int{' or None' if none_ok else ''}, got {_describe(v)}")
+    return int(v)
+
+
+def _choice(name: str, v: Any, options) -> Any:
+    if v not in options or (v is not None and not isinstance(v, str)):
+        raise InputError(f"{name} must be one of {', '.join(repr(o) for o in options)}, got {_describe(v)}")
+    return v
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a GEMM sums (see the module doc for every field); frozen, JSON-serialisable."""
+
+    instr: str
+    k_order: str = "natural"
+    operand_cvt: Optional[str] = None
+    emulation: Optional[str] = None
+    restart_every: Optional[int] = None
+    promote_every: Optional[int] = None
+    promote_op: str = "fma"
+    block_scales: bool = False
+    splits: int = 1
+    split_align: int = 64
+    partial_dtype: str = "f32"
+    reduce: str = "sequential"
+    epilogue_scale: str = "none"
+    out_dtype: Optional[str] = None
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        kind = _kind(self.instr)
+        _choice("k_order", self.k_order, K_ORDERS)
+        _choice("operand_cvt", self.operand_cvt, (None, "f16"))
+        _choice("emulation", self.emulation, EMULATIONS)
+        _pos_int("restart_every", self.restart_every)
+        _pos_int("promote_every", self.promote_every)
+        _choice("promote_op", self.promote_op, PROMOTE_OPS)
+        if not isinstance(self.block_scales, (bool, np.bool_)):
+            raise InputError(f"block_scales must be True or False, got {_describe(self.block_scales)}")
+        _pos_int("splits", self.splits, none_ok=False)
+        _pos_int("split_align", self.split_align, none_ok=False)
+        _choice("partial_dtype", self.partial_dtype, tuple(OUT_DTYPES))
+        _choice("reduce", self.reduce, REDUCE_ORDERS)
+        _choice("epilogue_scale", self.epilogue_scale, EPILOGUE_SCALES)
+        _choice("out_dtype", self.out_dtype, (None, *OUT_DTYPES))
+        if not isinstance(self.source, Mapping):
+            raise InputError(f"source must be a mapping, got {_describe(self.source)}")
+        if (self.k_order != "natural" or self.operand_cvt) and kind != "mma_f16":
+            raise InputError(f"k_order / operand_cvt describe Triton's FP8 mma.sync path ({MMA_SYNC_F16}), "
+                             f"not {self.instr}")
+        if self.emulation == "tf32x3" and (kind != "wgmma" or "tf32" not in self.instr or not self.restart_every):
+            raise InputError("emulation 'tf32x3' needs a tf32 wgmma and restart_every (the BLOCK_K slice)")
+        if self.promote_every and kind not in ("wgmma", "wgmma_sp"):
+            raise InputError(f"promote_every applies to wgmma chains, not {self.instr}")
+        if self.block_scales and not self.promote_every:
+            raise InputError("block_scales are applied at promotion: they need promote_every")
+        if self.block_scales and self.splits > 1:
+            raise InputError("block_scales with split-K is not modelled")
+        if self.restart_every and self.splits > 1:
+            raise InputError("restart_every (chains restarting at slices) with split-K is not modelled")
+        object.__setattr__(self, "source", dict(self.source))
+
+    # ------------------------------------------------------------------ data
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, **asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Schedule":
+        if not isinstance(d, Mapping):
+            raise InputError(f"a schedule is a JSON object, got {type(d).__name__}")
+        if d.get("schema", SCHEMA) != SCHEMA:
+            raise InputError(f"schedule schema must be {SCHEMA!r}, got {_describe(d.get('schema'))}")
+        known = set(cls.__dataclass_fields__)
+        extra = sorted(set(d) - known - {"schema"})
+        if extra:
+            raise InputError(f"unknown schedule field(s): {', '.join(extra)[:80]}")
+        if "instr" not in d:
+            raise InputError("a schedule needs 'instr'")
+        return cls(**{k: v for k, v in d.items() if k != "schema"})
+
+    def replace(self, **changes) -> "Schedule":
+        return Schedule.from_dict({**asdict(self), **changes})
+
+    # ------------------------------------------------------------------ words
+
+    def describe(self) -> str:
+        """One readable paragraph: what the kernel does along K."""
+        kind = _kind(self.instr)
+        what = {"wgmma": f"a chain of `{self.instr}`", "wgmma_sp": f"a chain of sparse `{self.instr}`",
+                "mma_k8": f"a chain of `{self.instr}` (fused sums of 8 products)",
+                "mma_f16": f"a chain of `{self.instr}` on operands converted to f16 (exact)",
+                "fma": "CUDA-core FMAs in K order (one correctly rounded fma.rn.f32 per product)"}[kind]
+        s = [f"Products: {what}"]
+        if self.k_order == "triton_fp8_mma_sync":
+            s.append("in Triton's FP8 mma.sync K order (k = 0, 1 mod 4, then 2, 3 mod 4 in every 32-wide window)")
+        if self.emulation == "tf32x3":
+            s.append("as tf32x3: per slice P = small_a·big_b, P += big_a·small_b, NaNs of P to +0, "
+                     "Q = big_a·big_b chained on P, acc = add.f32(acc, Q)")
+        if self.restart_every:
+            s.append(f"restarting from +0 every {self.restart_every} K (each slice of the kernel's loop)")
+        text = ", ".join(s) + "."
+        if self.promote_every:
+            sc = "block scales (1 x 128 A, 128 x 128 B)" if self.block_scales else "unit scales"
+            text += (f" Every {self.promote_every} instruction(s) the partial sum enters a float32 accumulator "
+                     f"({self.promote_op}, {sc}).")
+        else:
+            text += " No promotion: the tensor core's accumulator holds the whole sum."
+        if self.splits > 1:
+            text += (f" Split-K: {self.splits} chunks of round_up(ceil(K/{self.splits}), {self.split_align}), each a "
+                     f"fresh chain, partials in {self.partial_dtype}, reduced {self.reduce} with add.f32.")
+        if self.epilogue_scale == "tensor":
+            text += " Epilogue: D = RN(RN(scale_a*scale_b) * acc)."
+        elif self.epilogue_scale == "rowwise":
+            text += " Epilogue: D = RN(scale_a[m] * RN(scale_b[n] * acc))."
+        text += f" Output: {'the accumulator type' if self.out_dtype is None else self.out_dtype} (cvt.rn)."
+        src = self.source
+        if src:
+            bits = [f"{k} {src[k]}" for k in ("library", "version", "kernel", "shape", "device", "evidence") if k in src]
+            text += " Source: " + "; ".join(str(b) for b in bits) + "."
+        return text
+
+    # ------------------------------------------------------------------ the executor
+
+    def run(self, a, b, c=None, *, scale_a=None, scale_b=None) -> np.ndarray:
+        """``D`` of ``a`` (M, K) times ``b`` (K, N) under this schedule, bit for bit.  ``c``: the first
+        chain's C (or the promotion accumulator's start); ``scale_a``/``scale_b``: block scales
+        (``block_scales``) or the epilogue's per-tensor / row-wise scales."""
+        a = as_array("a", a)
+        b = as_array("b", b)
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or 0 in a.shape or 0 in b.shape:
+            raise InputError(f"a must be (M, K) and b (K, N) with M, N, K > 0, got {a.shape} and {b.shape}")
+        if c is not None and (self.splits > 1 or self.emulation or _kind(self.instr) in ("fma", "mma_f16")):
+            raise InputError("c is taken only by a single wgmma / mma.sync chain (no split-K, no emulation)")
+        K = a.shape[1]
+        if self.splits > 1:
+            from .cublas import split_bounds
+
+            bnd = split_bounds(K, self.splits, self.split_align)
+        else:
+            bnd = [0, K]
+        blk = (scale_a, scale_b) if self.block_scales else (None, None)
+        parts = [self._chunk(a[:, k0:k1], b[k0:k1], c, *blk) for k0, k1 in zip(bnd[:-1], bnd[1:])]
+        if len(parts) > 1 or self.partial_dtype != "f32":
+            pd = OUT_DTYPES[self.partial_dtype]
+            parts = [np.asarray(p, np.float32) for p in parts]
+            if pd != np.float32:
+                parts = [_convert(p, pd).astype(np.float32) for p in parts]
+            acc = _reduce(parts, self.reduce)
+        else:
+            acc = parts[0]
+        acc = self._epilogue(acc, None if self.block_scales else scale_a, None if self.block_scales else scale_b)
+        return _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
+
+    def _epilogue(self, acc, sa, sb):
+        if self.epilogue_scale == "none":
+            if sa is not None or sb is not None:
+                raise InputError("this schedule applies no scales: scale_a/scale_b must be None")
+            return acc
+        from ..validate import as_float32
+
+        sa = as_float32("scale_a", np.float32(1) if sa is None else sa)
+        sb = as_float32("scale_b", np.float32(1) if sb is None else sb)
+        acc = np.asarray(acc, np.float32)
+        with np.errstate(all="ignore"):
+            if self.epilogue_scale == "tensor":
+                if sa.ndim or sb.ndim:
+                    raise InputError(f"per-tensor scales are scalars, got shapes {sa.shape} and {sb.shape}")
+                return (np.float32(sa * sb) * acc).astype(np.float32)
+            m, n = acc.shape
+            if sa.shape != (m, 1) or sb.shape != (1, n):
+                raise InputError(f"row-wise scales are scale_a (M, 1) and scale_b (1, N), got {sa.shape} and {sb.shape}")
+            return (sa * (sb * acc).astype(np.float32)).astype(np.float32)
+
+    def _chunk(self, a, b, c, scale_a, scale_b) -> np.ndarray:
+        kind = _kind(self.instr)
+        M, k = a.shape
+        N = b.shape[1]
+        if kind == "fma":
+            return _fma_matmul(np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32))
+        if kind == "mma_f16":
+            if self.k_order == "triton_fp8_mma_sync":
+                from .triton import mma_sync_fp8_k_order
+
+                perm = mma_sync_fp8_k_order(k)
+                a, b = a[:, perm], b[perm]
+            return gemm(a.astype(np.float16), b.astype(np.float16),
+                        instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
+        if kind == "mma_k8":
+            name = MMA_SYNC_K8[self.instr]
+            instr_s = f"wgmma.mma_async.sync.aligned.m64n8k16.f32.{name}.{name}"
+            A, B = _pad(a, _up(M, 64), _up(k, 16)), _pad(b, _up(k, 16), _up(N, 8))
+            d = gemm(A, B, c, instr=instr_s, params=with_params(params_for(parse_wgmma(instr_s)), k_group=8))
+            return np.ascontiguousarray(d[:M, :N])
+        if kind == "wgmma_sp":
+            return self._sparse_chain(a, b, c)
+        form = parse_wgmma(self.instr)
+        if self.emulation == "tf32x3":
+            return _tf32x3(a, b, self.instr, self.restart_every)
+        if self.restart_every and self.promote_every and \
+                (self.restart_every // form.k) % self.promote_every:        # groups restart at every slice
+            return _sliced_groups(a, b, self.instr, form.k, self.restart_every, self.promote_every)
+        if self.restart_every and not self.promote_every:
+            raise InputError("restart_every without promote_every or an emulation is not a schedule any model uses")
+        kq = form.k * (self.promote_every or 1)
+        A, B = _pad(a, _up(M, 64), _up(k, kq)), _pad(b, _up(k, kq), _up(N, 8))
+        cc = None if c is None else _pad(np.asarray(c), A.shape[0], B.shape[1])
+        if self.promote_every:
+            sa = np.float32(1) if scale_a is None else scale_a
+            sb = np.float32(1) if scale_b is None else scale_b
+            d = gemm(A, B, cc, instr=self.instr, promote_every=self.promote_every, scale_a=sa, scale_b=sb,
+                     promote_op=self.promote_op)
+        else:
+            d = gemm(A, B, cc, instr=self.instr)
+        return np.ascontiguousarray(np.asarray(d)[:M, :N])
+
+    def _sparse_chain(self, a, b, c):
+        from ..numerics.sparse import compress, gemm_sp
+
+        f = parse_wgmma_sp(self.instr)
+        M, K = a.shape
+        N = b.shape[1]
+        if M % 64 or K % f.k:
+            raise InputError(f"sparse schedules take M a multiple of 64 and K of {f.k}, got M={M}, K={K}")
+        n = _widest_n(_up(N, 8))
+        instr = self.instr.replace(f"m64n{f.n}k", f"m64n{n}k", 1)
+        Np = _up(N, n)
+        tiles = np.ascontiguousarray(a.reshape(M // 64, 64, K // f.k, f.k).transpose(0, 2, 1, 3))
+        ac, meta = compress(tiles, instr)
+        ac = ac.transpose(0, 2, 1, 3).reshape(M, K // 2)
+        meta = meta.transpose(0, 2, 1, 3).reshape(M, -1)
+        cc = None if c is None else _pad(np.asarray(c), M, Np)
+        d = gemm_sp(instr, ac, meta, _pad(b, K, Np), cc, promote_every=self.promote_every)
+        return np.ascontiguousarray(np.asarray(d)[:, :N])
+
+
+def load_schedule(src) -> Schedule:
+    """A :class:`Schedule` from a JSON file path, a JSON string or a dict (``wgref golden --schedule``)."""
+    if isinstance(src, Schedule):
+        return src
+    if isinstance(src, Mapping):
+        return Schedule.from_dict(src)
+    if isinstance(src, (str, Path)):
+        text = str(src)
+        if not text.lstrip().startswith("{"):
+            try:
+                text = Path(src).read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"cannot read the schedule {str(src)[:80]}: {type(e).__name__}") from None
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise InputError(f"the schedule is not valid JSON: {str(e)[:80]}") from None
+        return Schedule.from_dict(d)
+    raise InputError(f"a schedule is a Schedule, a dict, a JSON string or a file path, got {_describe(src)}")
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+def _up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _widest_n(n: int) -> int:
+    """The widest wgmma N (multiple of 8, <= 256) dividing ``n`` (columns are independent)."""
+    for w in range(256, 7, -8):
+        if n % w == 0:
+            return w
+    return 8
+
+
+def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    if x.shape == (rows, cols):
+        return np.ascontiguousarray(x)
+    out = np.zeros((rows, cols), x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
+
+
+def _reduce(parts: list, order: str) -> np.ndarray:
+    if order == "reverse":
+        parts = parts[::-1]
+    if order == "tree":
+        while len(parts) > 1:
+            parts = [add_f32(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        return parts[0]
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = add_f32(acc, p)
+    return acc
+
+
+def _sliced_groups(a, b, instr: str, kinstr: int, slice_k: int, group: int) -> np.ndarray:
+    """Promotion groups of ``group`` instructions that restart at every ``slice_k`` slice (the last
+    group of a slice may be shorter), each group's sum added into f32 with add.f32."""
+    M, K = a.shape
+    if K % slice_k:
+        raise InputError(f"K = {K} must be a multiple of the slice K = {slice_k}")
+    acc = np.zeros((M, b.shape[1]), np.float32)
+    per_slice = slice_k // kinstr
+    for k0 in range(0, K, slice_k):
+        for g0 in range(0, per_slice, group):
+            ks = slice(k0 + g0 * kinstr, k0 + min(g0 + group, per_slice) * kinstr)
+            acc = add_f32(acc, gemm(a[:, ks], b[ks], instr=instr))
+    return acc
+
+
+def _tf32x3(a, b, instr: str, slice_k: int) -> np.ndarray:
+    from .triton import rna_tf32
+
+    M, K = a.shape
+    if K % slice_k:
+        raise InputError(f"K = {K} must be a multiple of the slice K = {slice_k}")
+    big_a, big_b = rna_tf32(a), rna_tf32(b)
+    with np.errstate(all="ignore"):
+        small_a, small_b = canonical_nan_f32(a - big_a), canonical_nan_f32(b - big_b)
+    acc = np.zeros((M, b.shape[1]), np.float32)
+    for k0 in range(0, K, slice_k):
+        ks = slice(k0, k0 + slice_k)
+        p = gemm(small_a[:, ks], big_b[ks], instr=instr)
+        p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
+        p = np.where(np.isnan(p), np.float32(0), p)      # Triton's replaceNansWithZeros
+        q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
+        acc = add_f32(acc, q)
+    return acc
+
+
+@numba.njit(parallel=True, cache=True)
+def _fma_kernel(a, b, out):
+    M, K = a.shape
+    N = b.shape[1]
+    for i in numba.prange(M):
+        for j in range(N):
+            acc = np.float32(0.0)
+            for k in range(K):
+                acc = fma_f32(np.float64(a[i, k]), np.float64(b[k, j]), acc)  # products in float64: no overflow
+            out[i, j] = acc
+
+
+def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One fma.rn.f32 per K element, in K order (Triton's ``input_precision="ieee"`` dot)."""
+    out = np.empty((a.shape[0], b.shape[1]), np.float32)
+    _fma_kernel(a, b, out)
+    return canonical_nan_f32(out)   # fma.rn.f32 writes the canonical NaN
+
+
+__all__ = ["Schedule", "load_schedule", "OUT_DTYPES", "REDUCE_ORDERS", "EPILOGUE_SCALES"]
