@@ -3,6 +3,8 @@
 Pure CPU (numpy, ml_dtypes, numba); never imports cupy.
 """
 
+import numpy as np
+
 from ._numba_cache import ensure_cache_dir as _ensure_cache_dir
 
 _ensure_cache_dir()  # before any cache=True kernel is defined
@@ -48,7 +50,9 @@ def fma_f32(x, y, z):
     the three arguments must be real numbers."""
     for name, v in (("x", x), ("y", y), ("z", z)):
         _check_real_scalar(name, v)
-    return _fma_f32_kernel(x, y, z)
+    with np.errstate(over="ignore"):
+        args = [float(np.float64(v)) for v in (x, y, z)]    # the checked values as floats (2**64 included)
+    return _fma_f32_kernel(*args)
 
 
 # public entry points take numpy, ml_dtypes, PyTorch or cupy arrays (see refmodel.interop)

@@ -93,6 +93,9 @@ def accepts_frameworks(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, as_framework: bool = False, **kwargs):
+        from .validate import check_flag
+
+        as_framework = check_flag("as_framework", as_framework)
         like = next((a for a in list(args) + list(kwargs.values()) if _framework(a)), None)
         args = tuple(as_numpy(a) for a in args)
         kwargs = {k: as_numpy(v) for k, v in kwargs.items()}

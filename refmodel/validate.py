@@ -9,23 +9,54 @@ accepted (``None`` read as NaN, a float32 array read as FP8 codes).
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
 import math
 import numbers
-from typing import Any
+import re
+import reprlib
+from typing import Any, Callable
 
 import numpy as np
 
 from .errors import DTypeError, InputError
+from .limits import LIMITS, MAX_JSON_BYTES, MAX_JSON_DEPTH, check_limit, show_value
 
 # dtype kinds numpy arrays of numbers have: bool, signed, unsigned, float
 _REAL_KINDS = "biuf"
 
 
-def _describe(x: Any) -> str:
+#: the longest excerpt of a user's value an error message quotes
+EXCERPT_CHARS = 60
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = EXCERPT_CHARS
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+
+
+def excerpt(x: Any) -> str:
+    """A short text naming a user's value in a message (at most ~80 characters, whatever the
+    value: a 5,000-character string, a 10**5000 integer, a deep list, an object whose repr fails)."""
     if isinstance(x, np.ndarray):
-        return f"a {x.dtype} array of shape {x.shape}"
-    r = repr(x)
-    return r if len(r) <= 40 else r[:37] + "..."
+        shape = str(x.shape) if x.ndim <= 8 else f"({x.ndim} dimensions)"
+        return f"a {x.dtype} array of shape {shape}"
+    if isinstance(x, (bool, np.bool_)):
+        return repr(bool(x))
+    if isinstance(x, (int, np.integer)):
+        return show_value(int(x))
+    if isinstance(x, (str, bytes)):
+        r = repr(x[:EXCERPT_CHARS])
+        return r if len(x) <= EXCERPT_CHARS else f"{r[:-1]}...{r[-1]} ({len(x)} characters)"
+    try:
+        r = _REPR.repr(x)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still named
+        r = f"a {type(x).__name__}"
+    return r if len(r) <= EXCERPT_CHARS + 20 else r[:EXCERPT_CHARS] + "..."
+
+
+_describe = excerpt
 
 
 def native(arr: np.ndarray) -> np.ndarray:
@@ -83,28 +114,130 @@ def check_str(name: str, v: Any, example: str) -> str:
     return v
 
 
-def check_flag(name: str, v: Any) -> bool:
-    """True/False, or the integers 1/0 (Python or numpy scalars, not arrays, strings or floats)."""
-    if isinstance(v, np.ndarray) and v.ndim == 0:
+def check_flag(name: str, v: Any, *, allow_none: bool = False) -> bool | None:
+    """The one boolean checker: True/False, numpy bools, or the integers 1/0 (Python or numpy
+    scalars, 0-d arrays of those); never a string ("no" and "false" are refused, not read as
+    true), a float, None (unless ``allow_none``), another integer or an array."""
+    if v is None and allow_none:
+        return None
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biu":
         v = v[()]
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if isinstance(v, (int, np.integer)) and int(v) in (0, 1):
         return bool(v)
-    raise InputError(f"{name} must be True/False (or 1/0), got {_describe(v)}")
+    raise InputError(f"{name} must be True/False (or 1/0){' or None' if allow_none else ''}, "
+                     f"got {_describe(v)}")
 
 
-def check_int(name: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
-    """An integer (not a bool, float or string) in [lo, hi]."""
+def check_int(name: str, v: Any, lo: int | None = None, hi: int | None = None, *,
+              multiple: int | None = None, limit: str | None = None, rule: str | None = None) -> int:
+    """The one integer checker: an integer (a Python or numpy integer or a 0-d integer array;
+    never a bool, a float -- 1.0 and NaN included --, a string or None) in [lo, hi], a multiple of
+    ``multiple``, and at most the limit named ``limit`` (:mod:`refmodel.limits`).  ``rule`` is
+    added to the message (why the range is what it is)."""
     if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":
         v = v[()]
+    why = f" ({rule})" if rule else ""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise InputError(f"{name} must be an integer, got {_describe(v)}")
+        raise InputError(f"{name} must be an integer{why}, got {_describe(v)}")
     v = int(v)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         rng = (f"from {lo} to {hi}" if hi is not None else f">= {lo}") if lo is not None else f"<= {hi}"
-        raise InputError(f"{name} must be an integer {rng}, got {v}")
+        raise InputError(f"{name} must be an integer {rng}{why}, got {show_value(v)}")
+    if limit is not None:
+        check_limit(limit, v, name)
+    if multiple and v % multiple:
+        raise InputError(f"{name} must be a multiple of {multiple}{why}, got {show_value(v)}")
     return v
+
+
+def check_choice(name: str, v: Any, choices) -> Any:
+    """One of ``choices`` (compared by equality after a type check: an unhashable or exotic value
+    is refused with the list, never a TypeError)."""
+    for c in choices:
+        same_kind = isinstance(v, type(c)) and isinstance(v, (bool, np.bool_)) == isinstance(c, bool)
+        if same_kind and v == c:
+            return c
+    raise InputError(f"{name} must be one of {', '.join(map(str, choices))}, got {_describe(v)}")
+
+
+def check_instr(name: str, v: Any, example: str) -> str:
+    """An instruction opcode string of a sane length, before any parser sees it (so a 5,000-character
+    string is refused in one short sentence instead of echoed)."""
+    if not isinstance(v, str):
+        raise InputError(f"{name} must be a string such as {example!r}, got {_describe(v)}")
+    check_limit("instr_chars", len(v), f"{name} (an opcode)")
+    return v
+
+
+def check_registers(name: str, x: Any, shape: tuple | None = None) -> np.ndarray:
+    """32-bit register images as uint32: an integer array whose values fit 32 bits (0..2**32-1;
+    int32 arrays are taken as the same 32 bits), never wrapped modulo 2**32 or read from floats."""
+    arr = as_array(name, x, what="an integer array of 32-bit register values")
+    if shape is not None and arr.shape != tuple(shape):
+        raise InputError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+    if arr.dtype == np.int32:
+        return np.ascontiguousarray(arr).view(np.uint32)
+    if arr.dtype.kind not in "iu":
+        raise DTypeError(f"{name} must be an integer array of 32-bit register values (uint32), got {arr.dtype}")
+    return check_codes(name, arr, 32, "32-bit register")
+
+
+def strict_options(fn: Callable) -> Callable:
+    """Refuse options a function does not take with one sentence naming the ones it does
+    (instead of Python's TypeError), e.g. a cuBLAS-only option given to the Triton model."""
+    sig = inspect.signature(fn)
+    names = [p.name for p in sig.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        unknown = [k for k in kwargs if k not in sig.parameters]
+        if unknown:
+            raise InputError(f"{fn.__name__} does not take the option {_describe(unknown[0])}; it applies to "
+                             f"another model (its options are {', '.join(names)})")
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise InputError(f"{fn.__name__}: {e}") from None
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped), without parsing it."""
+    depth = top = 0
+    for m in _JSON_TOKENS.finditer(text):
+        t = m.group()
+        if t in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif t in "]}":
+            depth -= 1
+    return top
+
+
+def loads_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """``json.loads`` for a document a user gave: its size and nesting bounded (:mod:`refmodel.limits`)
+    before parsing, and every failure -- bad JSON, an integer of more than 4300 digits, a nesting
+    that would recurse too deep -- one :class:`InputError` naming ``what``."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be JSON text, got {_describe(text)}")
+    if len(text) > max_bytes:
+        check_limit("json_bytes", len(text), f"{what} (characters)")
+    if json_depth(text) > max_depth:
+        raise InputError(f"{what} nests deeper than {max_depth} levels (limit 'json_depth': "
+                         f"{LIMITS['json_depth'].reason})")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{what} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"{what} is not valid JSON ({str(e)[:80]})") from None
 
 
 def check_real_scalar(name: str, v: Any, *, finite: bool = False) -> float:

@@ -115,6 +115,9 @@ _BY_INSTR = {f.instr: f for f in WGMMA_FORMS}
 _RE = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.\w+)*)$")
 
 
+MAX_OPCODE = 120   # longer than any sm_90a wgmma opcode: refused before parsing (no huge echoes or ints)
+
+
 def parse_wgmma(instr: str) -> WgmmaForm:
     """Validate a wgmma opcode (operands after a space are ignored) against the table.
 
@@ -122,9 +125,13 @@ def parse_wgmma(instr: str) -> WgmmaForm:
     32
     """
     if not isinstance(instr, str):
+        shown = repr(instr)
         raise FormError(f"instr must be a string such as "
-                        f"'wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3', got {instr!r}")
+                        f"'wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3', got {shown if len(shown) <= 80 else shown[:77] + '...'}")
     op = instr.strip().split()[0] if instr.strip() else ""
+    if len(op) > MAX_OPCODE:
+        raise FormError(f"instr must be an opcode of at most {MAX_OPCODE} characters, got one of {len(op)} "
+                        f"({op[:40]!r}...)")
     if op in _BY_INSTR:
         return _BY_INSTR[op]
     if ".sp." in op or op.startswith("wgmma.mma_async.sp"):

@@ -87,12 +87,19 @@ _BY_INSTR = {f.instr: f for f in WGMMA_SP_FORMS}
 _RE = re.compile(r"^wgmma\.mma_async\.sp\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.\w+)*)$")
 
 
+MAX_OPCODE = 120   # longer than any sm_90a wgmma opcode: refused before parsing (no huge echoes or ints)
+
+
 def parse_wgmma_sp(instr: str) -> WgmmaSpForm:
     """Validate a sparse wgmma opcode; errors name the rule (via the dense table)."""
     if not isinstance(instr, str):
+        shown = repr(instr)
         raise FormError(f"instr must be a string such as "
-                        f"'wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16', got {instr!r}")
+                        f"'wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16', got {shown if len(shown) <= 80 else shown[:77] + '...'}")
     op = instr.strip().split()[0] if instr.strip() else ""
+    if len(op) > MAX_OPCODE:
+        raise FormError(f"instr must be an opcode of at most {MAX_OPCODE} characters, got one of {len(op)} "
+                        f"({op[:40]!r}...)")
     if op in _BY_INSTR:
         return _BY_INSTR[op]
     m = _RE.match(op)

@@ -1,7 +1,8 @@
 """The ``wgref`` command line: the argument parser and the dispatch to the commands, which live
 in :mod:`wgref.commands` (one module per command group).
 
-Exit codes: 0 success / all match, 1 mismatch, 2 usage or environment error.
+Exit codes: 0 success / all match, 1 mismatch, 2 usage or environment error (and an internal
+error, reported as one line naming the command), 130 Ctrl-C, 141 a closed output pipe.
 Bad input gets one line on stderr, never a traceback.
 """
 
@@ -52,18 +53,97 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.cmd == "record" and not args.what:
-        args.what = list(RECORD_KINDS)  # the documented default: record every kind
+# where an internal error (a bug of wgref, never the user's input) is to be reported
+REPORT_TO = "this is a bug in wgref: please report it, with the command line, to the wgref maintainers"
+
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever state stderr is in."""
     try:
-        return COMMANDS[args.cmd](args)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    t = " ".join(str(text).split())
+    return t if len(t) <= limit else t[: limit - 3] + "..."
+
+
+def _tolerant_streams():
+    """stdout/stderr write unencodable characters (surrogates in file names) as backslash
+    escapes instead of raising; returns the function that puts the old setting back."""
+    saved = []
+    for s in (sys.stdout, sys.stderr):
+        errors = getattr(s, "errors", None)
+        if errors in (None, "backslashreplace", "surrogateescape", "surrogatepass", "replace"):
+            continue
+        try:
+            s.reconfigure(errors="backslashreplace")
+            saved.append((s, errors))
+        except (AttributeError, ValueError, OSError, TypeError):
+            pass
+
+    def restore():
+        for s, errors in saved:
+            try:
+                s.reconfigure(errors=errors)
+            except (AttributeError, ValueError, OSError, TypeError):
+                pass
+    return restore
+
+
+def _quiet_broken_stdout() -> None:
+    """After a closed pipe (``wgref ... | head``): point stdout at /dev/null so that the flush at
+    interpreter exit does not complain a second time."""
+    import os
+
+    if sys.stdout is not sys.__stdout__:
+        return
+    try:
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv=None) -> int:
+    """Run ``wgref ARGV`` and return its exit code.  Bad input is one line on stderr and exit 2
+    (a WgrefError, or argparse's usage error); anything else that escapes a command is a bug:
+    one line naming the command and the exception, exit 2, never a traceback.  A closed pipe
+    exits quietly with 141, Ctrl-C with 130."""
+    restore = _tolerant_streams()
+    cmd = "wgref"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        cmd = f"wgref {args.cmd}"
+        if args.cmd == "record" and not args.what:
+            args.what = list(RECORD_KINDS)  # the documented default: record every kind
+        rc = COMMANDS[args.cmd](args)
+        sys.stdout.flush()   # a closed pipe shows up here, not at interpreter exit
+        return rc
     except WgrefError as e:
-        print(f"wgref: error: {e}", file=sys.stderr)
+        msg = str(e)
+        if "\n" in msg or "\r" in msg:
+            msg = msg.replace("\r", "\\r").replace("\n", "\\n")
+        _say(f"wgref: error: {msg}")
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_broken_stdout()
+        return 141
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - the guard: a bug is one line, not a traceback
+        _say(f"{cmd}: internal error: {type(e).__name__}: {_one_line(e) or 'no message'} ({REPORT_TO})")
+        return 2
+    finally:
+        restore()
 
 
 if __name__ == "__main__":

@@ -22,12 +22,23 @@ from refmodel.errors import InputError
 from refmodel.verify.journal import MergedReport, merge_journals, split_shard
 
 
+MAX_WORKERS = 256   # worker processes of one campaign on one host
+
+
 def parse_devices(text: str) -> list[str]:
-    """``"0,1,1"`` -> ``["0", "1", "1"]`` (CUDA device ordinals; repeats share a GPU)."""
-    devs = [d.strip() for d in str(text).split(",") if d.strip()]
-    if not devs or not all(d.isdigit() for d in devs):
-        raise InputError(f"--devices must be comma-separated device ordinals such as 0,1,2,3, got {text!r}")
-    return devs
+    """``"0,1,1"`` -> ``["0", "1", "1"]`` (CUDA device ordinals; repeats share a GPU).  Every
+    entry must be an ASCII ordinal (no empty entries), at most :data:`MAX_WORKERS` of them."""
+    import re
+
+    t = str(text)
+    shown = repr(t) if len(t) <= 40 else repr(t[:37]) + "..."
+    devs = [d.strip() for d in t.split(",")]
+    if not t.strip() or not all(re.fullmatch(r"[0-9]{1,4}", d) for d in devs):
+        raise InputError(f"--devices must be comma-separated device ordinals such as 0,1,2,3 (or 'all'), "
+                         f"got {shown}")
+    if len(devs) > MAX_WORKERS:
+        raise InputError(f"--devices starts one worker per entry, at most {MAX_WORKERS}; got {len(devs)}")
+    return [str(int(d)) for d in devs]
 
 
 def worker_command(fuzz_argv: list[str], shard: tuple[int, int], out: str | Path,
@@ -60,6 +71,10 @@ def run_workers(fuzz_argv: list[str], devices: list[str], out: str | Path, *,
     workers never notice.  ``fuzz_argv`` is the target and options without ``--shard``,
     ``--devices`` or ``--out``.
     """
+    if not devices or len(devices) > MAX_WORKERS:
+        raise InputError(f"a campaign needs 1 to {MAX_WORKERS} devices (one worker each), got {len(devices)}")
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or not 0 <= restarts <= 100:
+        raise InputError(f"restarts must be an integer from 0 to 100, got {restarts!r:.40}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -21,27 +21,31 @@ import numpy as np
 
 from refmodel.verify.case import WgmmaCase, save_case
 from refmodel.errors import InputError
-from refmodel.fileio import atomic_write_text
+from refmodel.validate import check_flag, check_int, check_real_scalar
+from refmodel.fileio import atomic_write_text, save_npz
 from refmodel.dtypes import bits_of
 from refmodel.verify.shrink import shrink
 from refmodel.wgmma_forms import WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 from concurrent.futures import ThreadPoolExecutor
 
-from refmodel.verify.journal import open_journal, read_journal  # noqa: F401  (read_journal re-exported)
+from refmodel.verify.journal import append_record, open_journal, read_journal  # noqa: F401  (read_journal re-exported)
 
 from refmodel.verify.jobs import Job, families_for, model_chain
 
 def select_forms(target: str) -> list[WgmmaForm]:
     """An instruction, a family name (tf32, f16, bf16, fp8, int8), a dtype fragment
     ('e4m3', 'n256'), or 'wgmma' for all forms; several, comma-separated, for their union."""
+    if not isinstance(target, str) or not target.strip():
+        raise InputError(f"a fuzz target must be a non-empty string (an instruction, a family such as fp8, "
+                         f"a fragment such as e4m3, or 'wgmma'), got {target!r:.60}")
     if "," in target:
         seen: dict = {}
         for part in target.split(","):
             if part.strip():
                 seen.update((f.instr, f) for f in select_forms(part))
         if not seen:
-            raise InputError(f"fuzz target {target!r} names no wgmma form")
+            raise InputError(f"fuzz target {target!r:.60} names no wgmma form")
         return list(seen.values())
     t = target.strip()
     if t.startswith("wgmma.mma_async"):
@@ -53,9 +57,116 @@ def select_forms(target: str) -> list[WgmmaForm]:
         return [f for f in WGMMA_FORMS if f.family == t]
     hits = [f for f in WGMMA_FORMS if t in f.instr]
     if not hits:
-        raise InputError(f"fuzz target {target!r} matches no wgmma form; give an instruction, "
+        raise InputError(f"fuzz target {target!r:.60} matches no wgmma form; give an instruction, "
                          "a family (tf32, f16, bf16, fp8, int8), a fragment such as 'e4m3' or 'n256', or 'wgmma'")
     return hits
+
+
+# ----------------------------------------------------------------------------- campaign arguments
+# The rules every campaign's arguments follow, checked before any work starts (the CLI calls the
+# same checks with its flag names, so ``--cases -5`` and ``cases=-5`` are refused by one rule).
+
+MAX_CASES = 10**12                   # tiles (calls, conversions / 1024) of one campaign
+MAX_SEED = 2**63 - 1
+MAX_CHAIN = 64                       # instructions per K chain
+MAX_BATCH_TILES = {"cpu": 4096, "gpu": 65536}   # tiles per batch (gpu: n256-equivalent tiles)
+
+
+def check_campaign(*, cases=None, seed=None, seconds=None, chain=None, batch_tiles=None, engine: str = "cpu",
+                   names: Optional[dict] = None, cases_unit: int = 1) -> None:
+    """Refuse campaign arguments that would run nothing, run forever or make no sense: ``cases``
+    an int from 1 to :data:`MAX_CASES` (times ``cases_unit``), ``seed`` an int >= 0, ``seconds``
+    None or a finite number > 0, ``chain`` None or 1..:data:`MAX_CHAIN`, ``batch_tiles`` None or
+    1..:data:`MAX_BATCH_TILES`.  ``names`` spells the parameters (the CLI's flags)."""
+    nm = (names or {}).get
+    if cases is not None:
+        check_int(nm("cases", "cases"), cases, 1, MAX_CASES * cases_unit)
+    if seed is not None:
+        check_int(nm("seed", "seed"), seed, 0, MAX_SEED)
+    if seconds is not None:
+        t = check_real_scalar(nm("seconds", "seconds"), seconds, finite=True)
+        if t <= 0:
+            raise InputError(f"{nm('seconds', 'seconds')} must be a duration > 0, got {seconds!r}")
+    if chain is not None:
+        check_int(nm("chain", "chain"), chain, 1, MAX_CHAIN)
+    if batch_tiles is not None:
+        check_int(nm("batch_tiles", "batch_tiles"), batch_tiles, 1, MAX_BATCH_TILES[engine])
+
+
+def tile_family_names() -> tuple[str, ...]:
+    """Every input family the tile engine draws (float forms, then int8 forms)."""
+    from refmodel.verify.jobs import FLOAT_FAMILIES, INT_FAMILIES
+
+    return tuple(dict.fromkeys(f.name for f in FLOAT_FAMILIES + INT_FAMILIES))
+
+
+def check_families(forms: list[WgmmaForm], families, name: str = "families") -> Optional[list[str]]:
+    """None (every family), or a non-empty list of known tile families with one for every form."""
+    if families is None:
+        return None
+    known = tile_family_names()
+    if isinstance(families, str) or not isinstance(families, (list, tuple)) or not families:
+        raise InputError(f"{name} must be a non-empty list of input families ({', '.join(known)}), "
+                         f"got {families!r:.60}")
+    bad = [f for f in families if not isinstance(f, str) or f not in known]
+    if bad:
+        raise InputError(f"{name}: unknown input famil{'ies' if len(bad) > 1 else 'y'} "
+                         f"{', '.join(repr(b)[:40] for b in bad[:3])}; known are {', '.join(known)}")
+    for f in forms:
+        if not any(t.name in families for t in families_for(f)):
+            raise InputError(f"{name}: none of {', '.join(families)} applies to {f.instr} (its families: "
+                             f"{', '.join(t.name for t in families_for(f))})")
+    return list(families)
+
+
+def check_shard(shard) -> tuple[int, int]:
+    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r:.60}")
+    si, sn = shard
+    if isinstance(si, bool) or isinstance(sn, bool) or not isinstance(si, (int, np.integer)) \
+            or not isinstance(sn, (int, np.integer)) or sn < 1 or not 0 <= si < sn:
+        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r:.60}")
+    return int(si), int(sn)
+
+
+def cvt_forms(target: str) -> list:
+    """The cvt forms of a cvt target: 'cvt' (all of them) or one opcode."""
+    from refmodel.numerics.cvt import CVT_FORMS, parse_cvt
+
+    return list(CVT_FORMS) if str(target).strip() == "cvt" else [parse_cvt(target)]
+
+
+def _fragment(target: str, kind: str, example: str) -> str:
+    t = str(target).strip()
+    if t == kind:
+        return ""
+    if not t.startswith(kind + ":") or not t[len(kind) + 1:].strip():
+        raise InputError(f"fuzz target {target!r:.60}: give '{kind}' or '{kind}:<fragment>' (e.g. {example})")
+    return t[len(kind) + 1:].strip()
+
+
+def layout_variants(target: str) -> list:
+    """The wgmma variants of a layout target: 'layout' or 'layout:<fragment>'."""
+    from refmodel.verify import layout_cases as R
+
+    frag = _fragment(target, "layout", "'layout:bf16'")
+    variants = [v for v in R.WGMMA_VARIANTS if frag in v[0]]
+    if not variants:
+        raise InputError(f"fuzz target {target!r:.60}: no layout variant matches {frag!r:.40}; "
+                         f"try 'layout', 'layout:f16', 'layout:e4m3'")
+    return variants
+
+
+def sparse_jobs(target: str) -> list[dict]:
+    """The sparse jobs of a sparse target: 'sparse' or 'sparse:<fragment>'."""
+    from refmodel.verify import sparse_cases as RS
+
+    frag = _fragment(target, "sparse", "'sparse:e4m3'")
+    jobs = [j for j in RS.plan_jobs() if frag in j["instr"]]
+    if not jobs:
+        raise InputError(f"fuzz target {target!r:.60}: no sparse form matches {frag!r:.40}; try 'sparse', "
+                         f"'sparse:f16', 'sparse:m64n256k64'")
+    return jobs
 
 
 class RatedReport:
@@ -142,9 +253,11 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
     (:func:`gpu.kernels.wgmma.job_runner`) and :func:`refmodel.numerics.wgmma.wgmma`.
     """
     forms = select_forms(target)
-    si, sn = shard
-    if isinstance(si, bool) or isinstance(sn, bool) or sn < 1 or not 0 <= si < sn:
-        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r}")
+    si, sn = check_shard(shard)
+    check_campaign(cases=cases, seed=seed, seconds=seconds, chain=chain, batch_tiles=batch_tiles)
+    families = check_families(forms, families)
+    rs = None if rs is None else check_flag("rs", rs)
+    scale_d = None if scale_d is None else check_flag("scale_d", scale_d)
     if hw is None:
         from gpu.kernels.wgmma import job_runner
 
@@ -199,8 +312,7 @@ def fuzz(target: str, *, cases: int, seed: int = 0, families: Optional[list[str]
             rep.batches += 1
             if n_bad and rep.repro is None:
                 rec["repro"] = str(_shrink_and_save(job, a, bm, c, bad, fam_idx, names, hw, model, out, b, rep))
-            with open(journal, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            append_record(journal, rec)
             bar(rec["tiles"], rep)
             b += sn
             if (n_bad and not keep_going) or nxt is None:
@@ -287,10 +399,12 @@ def fuzz_cvt(target: str, *, cases: int, seed: int = 0, seconds: Optional[float]
 
     A mismatch is already minimal (one element): its operands, both results and the form
     are saved to ``<out>/repro_cvt.json``."""
-    from refmodel.numerics.cvt import CVT_FORMS, cvt, parse_cvt
+    from refmodel.numerics.cvt import cvt
     from refmodel.verify.families.f32 import adversarial_f32
 
-    forms = list(CVT_FORMS) if target.strip() == "cvt" else [parse_cvt(target)]
+    forms = cvt_forms(target)
+    check_campaign(cases=cases, seed=seed, seconds=seconds, cases_unit=1024)
+    check_int("batch", batch, 1, 1 << 24)
     if hw is None:
         from gpu.kernels.cvt import run_cvt as hw
     out = Path(out)
@@ -340,11 +454,9 @@ def fuzz_layout(target: str = "layout", *, cases: int, seed: int = 0, seconds: O
     from refmodel.verify.replay_layouts import wgmma_model
 
     from refmodel.verify import layout_cases as R
-    frag = target.split(":", 1)[1] if ":" in target else ""
-    variants = [v for v in R.WGMMA_VARIANTS if frag in v[0]]
-    if not variants:
-        raise InputError(f"fuzz target {target!r}: no layout variant matches {frag!r}; "
-                         f"try 'layout', 'layout:f16', 'layout:e4m3'")
+    variants = layout_variants(target)
+    check_campaign(cases=cases, seed=seed, seconds=seconds)
+    check_int("batch", batch, 1, 4096)
     if hw is None:
         from gpu.kernels.layouts import WgmmaVariant, run_wgmma_desc
 
@@ -372,10 +484,10 @@ def fuzz_layout(target: str = "layout", *, cases: int, seed: int = 0, seconds: O
             i = bad[0]
             path = out / "repro_layout.npz"
             cfg = {"variant": list(v), "notes": notes[i], "seed": [seed, b], "case": i}
-            np.savez_compressed(path, image=arr["images"][i], desc_a=arr["desc_a"][i:i + 1],
-                                desc_b=arr["desc_b"][i:i + 1], a_regs=arr["a_regs"][i], c_regs=arr["c_regs"][i],
-                                scale_d=arr["scale_d"][i:i + 1], base=bases[i:i + 1], hardware=d[i], refmodel=m[i],
-                                config=np.array(json.dumps(cfg)))
+            save_npz(path, image=arr["images"][i], desc_a=arr["desc_a"][i:i + 1],
+                     desc_b=arr["desc_b"][i:i + 1], a_regs=arr["a_regs"][i], c_regs=arr["c_regs"][i],
+                     scale_d=arr["scale_d"][i:i + 1], base=bases[i:i + 1], hardware=d[i], refmodel=m[i],
+                     config=np.array(json.dumps(cfg)))
             rep.repro = str(path)
             rep.first = {"minimal": f"{v[0]} {notes[i]}: {int(np.count_nonzero(d[i] != m[i]))} registers differ",
                          **cfg}
@@ -399,11 +511,8 @@ def fuzz_sparse(target: str = "sparse", *, cases: int, seed: int = 0, seconds: O
     from refmodel.wgmma_sp_forms import parse_wgmma_sp
 
     from refmodel.verify import sparse_cases as RS
-    frag = target.split(":", 1)[1] if ":" in target else ""
-    jobs = [j for j in RS.plan_jobs() if frag in j["instr"]]
-    if not jobs:
-        raise InputError(f"fuzz target {target!r}: no sparse form matches {frag!r}; try 'sparse', 'sparse:f16', "
-                         f"'sparse:m64n256k64'")
+    jobs = sparse_jobs(target)
+    check_campaign(cases=cases, seed=seed, seconds=seconds)
     if hw is None:
         from gpu.kernels.sparse import SpVariant, run_wgmma_sp
 

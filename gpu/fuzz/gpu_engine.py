@@ -31,8 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from refmodel.errors import InputError
-from refmodel.fileio import atomic_write_text
+from refmodel.fileio import atomic_write_text, save_npz
 from refmodel.verify.seeded import FAMILIES, tile_families
 from refmodel.wgmma_forms import WgmmaForm
 
@@ -108,16 +107,13 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
     """
     import cupy as cp
 
-    from refmodel.verify.journal import open_journal
+    from refmodel.verify.journal import append_record, open_journal
 
-    from gpu.fuzz.cpu_engine import select_forms
+    from gpu.fuzz.cpu_engine import check_campaign, check_shard, select_forms
 
     forms = select_forms(target)
-    si, sn = shard
-    if isinstance(si, bool) or isinstance(sn, bool) or sn < 1 or not 0 <= si < sn:
-        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r}")
-    if isinstance(batch_tiles, bool) or not isinstance(batch_tiles, int) or batch_tiles < 1:
-        raise InputError(f"batch_tiles must be a positive int, got {batch_tiles!r}")
+    si, sn = check_shard(shard)
+    check_campaign(cases=cases, seed=seed, seconds=seconds, batch_tiles=batch_tiles, engine="gpu")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / "journal.jsonl"
@@ -175,17 +171,16 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
                              "col": int(col) % form.n, "family": FAMILIES[int(tile_families(seed, b, T)[idx[t]])],
                              "scale_d": scale_d, "imm_scale": list(imm), "hw": int(hw_bits[t, col]),
                              "gpu_model": int(port_bits[t, col]), "real_mismatch": bool(real[t, col])}
-                np.savez_compressed(out / f"mismatch_batch{b}.npz", tiles=idx, hw=hw_bits, gpu_model=port_bits,
-                                    **bits, meta=np.array(json.dumps({"instr": form.instr, "scale_d": scale_d,
-                                                                      "imm": list(imm), "seed": seed, "batch": b})))
+                save_npz(out / f"mismatch_batch{b}.npz", tiles=idx, hw=hw_bits, gpu_model=port_bits,
+                         **bits, meta=np.array(json.dumps({"instr": form.instr, "scale_d": scale_d,
+                                                           "imm": list(imm), "seed": seed, "batch": b})))
         cp.cuda.runtime.deviceSynchronize()
         dt = time.time() - t0
         outputs = T * 64 * form.n
         rec = {"batch": b, "job": f"{form.instr}|sd={int(scale_d)}|imm={imm[0]},{imm[1]}", "tiles": T,
                "outputs": outputs, "mismatches": n_bad, "port_disagreements": n_port,
                "tiles_copied_back": int(bad_tiles.size), "seconds": round(dt, 5)}
-        with open(journal, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        append_record(journal, rec)
         rep.batches += 1
         rep.tiles += T
         rep.outputs += outputs

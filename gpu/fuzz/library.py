@@ -35,7 +35,6 @@ or None)``.  The journal (``<out>/journal.jsonl``) has the wgmma fuzzer's record
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +44,11 @@ import numpy as np
 
 from refmodel.dtypes import bits_of
 from refmodel.errors import InputError
+from refmodel.fileio import save_npz
+from refmodel.validate import dumps_strict
 from refmodel.verify.library_calls import draw_call, golden, job_string, parse_target, shorten
 
-from gpu.fuzz.cpu_engine import RatedReport
+from gpu.fuzz.cpu_engine import RatedReport, check_campaign, check_shard
 from gpu.libraries import torch_cublas
 from gpu.libraries.torch_cublas import CallRefused
 
@@ -75,14 +76,9 @@ def _header(target: str, seed: int, shard: tuple[int, int]) -> dict:
     return head
 
 
-def _check_args(cases, seed, shard) -> None:
-    si, sn = shard
-    if isinstance(si, bool) or isinstance(sn, bool) or sn < 1 or not 0 <= si < sn:
-        raise InputError(f"shard must be (i, n) with n >= 1 and 0 <= i < n, got {shard!r}")
-    if isinstance(cases, bool) or not isinstance(cases, (int, np.integer)) or cases < 1:
-        raise InputError(f"cases must be a positive int (library calls), got {cases!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"seed must be an int >= 0, got {seed!r}")
+def _check_args(cases, seed, shard, seconds=None) -> None:
+    check_shard(shard)
+    check_campaign(cases=cases, seed=seed, seconds=seconds)
 
 
 def _save_mismatch(out: Path, target: str, seed: int, b: int, job: str, cfg: dict, family: str, x: dict,
@@ -92,7 +88,7 @@ def _save_mismatch(out: Path, target: str, seed: int, b: int, job: str, cfg: dic
     conf = {"target": f"lib:{target}", "seed": seed, "batch": b, "family": family, "config": cfg,
             "kernels": kernels}
     arrays = {k: bits_of(v) if k in ("a", "b", "b_nk") else np.asarray(v, np.float32) for k, v in x.items()}
-    np.savez_compressed(path, **arrays, library=bits_of(got), golden=bits_of(want), config=np.array(json.dumps(conf)))
+    save_npz(path, **arrays, library=bits_of(got), golden=bits_of(want), config=np.array(dumps_strict(conf)))
     i, j = (int(v) for v in np.argwhere(bad)[0])
     w = 2 * got.dtype.itemsize
     lib, gold = f"0x{int(bits_of(got)[i, j]):0{w}x}", f"0x{int(bits_of(want)[i, j]):0{w}x}"
@@ -112,8 +108,8 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
     batch of the same campaign.  ``runner`` defaults to :class:`gpu.libraries.torch_cublas.TorchRunner`
     (the GPU)."""
     name = parse_target(target)
-    _check_args(cases, seed, shard)
-    from refmodel.verify.journal import open_journal
+    _check_args(cases, seed, shard, seconds)
+    from refmodel.verify.journal import append_record, open_journal
 
     si, sn = shard
     if runner is None:
@@ -149,7 +145,8 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
         if kernels is not None:
             rec["kernels"] = [shorten(k) for k in kernels]
         if want is None:
-            rec["skipped"], rec["why"] = True, why
+            why = " ".join(str(why).split())
+            rec["skipped"], rec["why"] = True, why if len(why) <= 1000 else why[:997] + "..."
             rep.skipped += 1
         else:
             got, want = np.asarray(got), np.asarray(want)
@@ -164,8 +161,7 @@ def fuzz_library(target: str, *, cases: int, seed: int = 0, seconds: Optional[fl
                 rec["mismatch_file"] = rep.repro
         dt = time.time() - t0
         rec["seconds"] = round(dt, 4)
-        with open(journal, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        append_record(journal, rec)
         rep.batches += 1
         rep.calls += 1
         rep.outputs += rec["outputs"]

@@ -41,8 +41,8 @@ def run_ray(fuzz_argv: list[str], shards: int, out: str | Path, *, gpus_per_shar
         import ray
     except ImportError:
         raise InputError("Ray is not installed: pip install 'wgref[ray]'") from None
-    if shards < 1:
-        raise InputError(f"--shards must be >= 1, got {shards}")
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 4096:
+        raise InputError(f"--shards must be an integer from 1 to 4096, got {shards!r:.40}")
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     task = ray.remote(num_gpus=gpus_per_shard, num_cpus=1)(_run_shard)
@@ -78,6 +78,18 @@ def main(argv=None) -> int:
     p.add_argument("--keep-going", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="the CPU model stands in for the GPU; asks Ray for no GPU")
     a = p.parse_args(argv)
+    from gpu.fuzz.cpu_engine import check_campaign
+
+    try:   # the arguments checked here, before Ray starts or a GPU is asked for
+        check_campaign(cases=a.cases, seed=a.seed, names={"cases": "--cases", "seed": "--seed"})
+        if not 1 <= a.shards <= 4096:
+            raise InputError(f"--shards must be an integer from 1 to 4096, got {a.shards}")
+        if not (0 < a.gpus_per_shard <= 8) and not a.dry_run:
+            raise InputError(f"--gpus-per-shard must be a number in (0, 8], got {a.gpus_per_shard}")
+        if not a.target.strip():
+            raise InputError("give a fuzz target (e.g. fp8)")
+    except InputError as e:
+        p.error(str(e))
     fz = [a.target, "--cases", str(a.cases), "--seed", str(a.seed)]
     fz += ["--keep-going"] if a.keep_going else []
     fz += ["--dry-run"] if a.dry_run else []

@@ -62,6 +62,21 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
                      shrink: bool = True) -> UserFuzzReport:
     """Run ``cases`` inputs (cycling through ``families``) through ``run`` and the schedule's
     refmodel.numerics.gemm, diff bit for bit, shrink and save the first mismatch (see module doc)."""
+    from refmodel.validate import check_flag, check_int
+
+    from gpu.fuzz.cpu_engine import check_campaign
+
+    if not callable(run):
+        raise InputError(f"run must be a function (a, b_nk, scale_a, scale_b) -> d, got {type(run).__name__}")
+    if not isinstance(sched, Schedule):
+        raise InputError(f"sched must be a gpu.fuzz.userkernel.Schedule, got {type(sched).__name__}")
+    check_campaign(cases=cases, seed=seed)
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        check_int(name, v, 1, 1 << 16)
+    shrink = check_flag("shrink", shrink)
+    if isinstance(families, str) or not isinstance(families, (list, tuple)) or not families \
+            or any(fam not in FAMILIES for fam in families):
+        raise InputError(f"families must be a non-empty list of {', '.join(FAMILIES)}, got {families!r:.60}")
     f = parse_wgmma(sched.instr)
     if m % 64 or n % f.n or k % sched.scale_block or (sched.scale_block % (32 * (sched.promote_every or 1))
                                                        and sched.promote_every):
@@ -133,6 +148,9 @@ def shrink_gemm(run: Callable, sched: Schedule, a, b, sa, sb) -> tuple[dict, lis
 
     cur = [a, b, sa, sb]
     bad = mism(*cur)
+    if bad is None:
+        raise InputError("the mismatch does not reproduce (the kernel gave the expected output, or failed, "
+                         "when run again): nothing to shrink")
     r, c = (int(v) for v in np.argwhere(bad)[0])
     # one tile of 64 rows and one N block (the scale's N block is the instruction's multiple)
     nb_w = max(f.n, blk) if b.shape[0] >= blk else f.n

@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import DTypeError, InputError
 from ..numerics.accumulate import add_f32, params_for, with_params
 from ..numerics.gemm import _convert, gemm
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, strict_options
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -72,8 +72,8 @@ def split_bounds(K: int, splits: int, align: int) -> list[int]:
             raise InputError(f"{nm} must be a positive int, got {_describe(v)}")
     chunk = -(-(-(-K // splits)) // align) * align
     if (splits - 1) * chunk >= K:
-        raise InputError(f"splits = {splits} leaves an empty chunk: K = {K} in chunks of {chunk} "
-                         f"(ceil(K/splits) rounded up to {align}) makes only {-(-K // chunk)}")
+        raise InputError(f"splits = {_describe(splits)} leaves an empty chunk: K = {K} in chunks of {_describe(chunk)} "
+                         f"(ceil(K/splits) rounded up to {_describe(align)}) makes only {-(-K // chunk)}")
     return [min(i * chunk, K) for i in range(splits)] + [K]
 
 
@@ -110,7 +110,7 @@ def _check(a, b, splits, split_align, instr, reduce_dtype, out_dtype):
     fp8 = name in ("e4m3", "e5m2")
     if instr is None:
         instr = "wgmma"
-    if instr not in INSTRS:
+    if not isinstance(instr, str) or instr not in INSTRS:
         raise InputError(f"instr must be None, 'wgmma' or 'mma.sync.m16n8k8', got {_describe(instr)}")
     if instr == "mma.sync.m16n8k8" and name not in ("bf16", "f16"):
         raise InputError(f"mma.sync.m16n8k8 takes bf16 or f16 inputs, got {name}")
@@ -129,6 +129,7 @@ def _check(a, b, splits, split_align, instr, reduce_dtype, out_dtype):
     return a, b, name, fp8, instr, split_align, out_dtype
 
 
+@strict_options
 def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
                    instr: Optional[str] = None) -> list[np.ndarray]:
     """The float32 partial sums, one per split, before the reduction (see :func:`cublas_matmul`)."""
@@ -139,6 +140,7 @@ def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
             for k0, k1 in zip(bnd[:-1], bnd[1:])]
 
 
+@strict_options
 def cublas_matmul(a, b, *, splits: int = 1, split_align: Optional[int] = None, instr: Optional[str] = None,
                   reduce_dtype: Optional[str] = None, out_dtype: Optional[str] = None) -> np.ndarray:
     """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table).
@@ -211,9 +213,10 @@ def _gemm_kernel(kernels: Union[str, Sequence[str]]) -> str:
             return k
         if "cutlass_75_tensorop_s1688gemm" in k:
             return k[k.index("cutlass_75_tensorop_s1688gemm"):].split(">")[0].split("(")[0]
-    raise InputError(f"no nvjet_sm90 or cutlass_75_tensorop_s1688gemm GEMM kernel among {list(kernels)}")
+    raise InputError(f"no nvjet_sm90 or cutlass_75_tensorop_s1688gemm GEMM kernel among {_describe(list(kernels))}")
 
 
+@strict_options
 def cublas_schedule(kernels: Union[str, Sequence[str]], M: int, N: int, K: int) -> CublasSchedule:
     """The schedule of a cuBLAS call from the kernel names torch's profiler recorded and its shape.
 
@@ -235,7 +238,7 @@ def cublas_schedule(kernels: Union[str, Sequence[str]], M: int, N: int, K: int) 
         return CublasSchedule(splits=1, split_align=align, instr=instr, note=note)
     key = (g, int(M), int(N), int(K))
     if key not in _RECORDED_SPLITS:
-        raise InputError(f"the split count of {g} for {M}x{N}x{K} was not recorded (it is not in the kernel name)")
+        raise InputError(f"the split count of {_describe(g)} for {M}x{N}x{K} was not recorded (it is not in the kernel name)")
     s, cons, note = _RECORDED_SPLITS[key]
     return CublasSchedule(splits=s, split_align=align, instr=instr, determined=not cons,
                           consistent_splits=cons, note=note)

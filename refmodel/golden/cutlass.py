@@ -29,13 +29,14 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..numerics.gemm import _convert, gemm
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, strict_options
 
 _IN = {np.dtype(ml_dtypes.float8_e4m3fn): ("e4m3", 32), np.dtype(ml_dtypes.float8_e5m2): ("e5m2", 32),
        np.dtype(ml_dtypes.bfloat16): ("bf16", 16), np.dtype(np.float16): ("f16", 16)}
 _OUT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
+@strict_options
 def cutlass_dense_gemm(a, b, *, acc_dtype: str = "f32", out_dtype=np.float32,
                        mma_promotion_interval: Optional[int] = None) -> np.ndarray:
     """The output, bit for bit, of CUTLASS's CuTe-DSL Hopper dense GEMM example for ``a`` (M, K) and
@@ -53,9 +54,12 @@ def cutlass_dense_gemm(a, b, *, acc_dtype: str = "f32", out_dtype=np.float32,
     if a.dtype != b.dtype or np.dtype(a.dtype) not in _IN:
         raise DTypeError(f"a and b must share one of e4m3, e5m2, bfloat16, float16, got {a.dtype} and {b.dtype}")
     name, kinstr = _IN[np.dtype(a.dtype)]
-    if acc_dtype not in ("f32", "f16") or (acc_dtype == "f16" and name == "bf16"):
+    if not isinstance(acc_dtype, str) or acc_dtype not in ("f32", "f16") or (acc_dtype == "f16" and name == "bf16"):
         raise InputError(f"acc_dtype must be 'f32', or 'f16' for f16/FP8 inputs, got {_describe(acc_dtype)}")
-    od = np.dtype(out_dtype) if not isinstance(out_dtype, str) else None
+    try:
+        od = np.dtype(out_dtype) if not isinstance(out_dtype, str) and out_dtype is not None else None
+    except (TypeError, ValueError):
+        od = None
     if od not in _OUT:
         raise InputError(f"out_dtype must be numpy.float32, numpy.float16 or ml_dtypes.bfloat16, got {_describe(out_dtype)}")
     M, K = a.shape

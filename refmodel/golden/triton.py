@@ -47,14 +47,29 @@ import numba
 
 from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32
 from ..numerics.gemm import _convert, gemm
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, strict_options
 
 _FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
 _OUT = {np.dtype(np.float32): None, np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
 
 
+def _out(out_dtype) -> np.dtype:
+    try:
+        od = np.dtype(out_dtype) if not isinstance(out_dtype, str) and out_dtype is not None else None
+    except (TypeError, ValueError):
+        od = None
+    if od is None or od not in _OUT:
+        raise InputError(f"out_dtype must be numpy.float32, ml_dtypes.bfloat16 or numpy.float16, got {_describe(out_dtype)}")
+    return od
+
+
 def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
+    if not isinstance(input_precision, str) or input_precision not in ("tf32", "tf32x3", "ieee"):
+        raise InputError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {_describe(input_precision)}")
     da, db = np.dtype(a.dtype), np.dtype(b.dtype)
+    if da != np.float32 and input_precision != "tf32":
+        raise InputError(f"input_precision applies to float32 inputs only (Triton's f16/bf16/FP8 dot has one "
+                         f"precision); got input_precision={input_precision!r} with {da} inputs")
     if da in _FP8 and db in _FP8:
         return f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{_FP8[da]}.{_FP8[db]}"
     if da != db:
@@ -64,12 +79,11 @@ def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
     if da == np.dtype(ml_dtypes.bfloat16):
         return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"
     if da == np.float32:
-        if input_precision not in ("tf32", "tf32x3", "ieee"):
-            raise InputError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {_describe(input_precision)}")
         return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
     raise DTypeError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {da}")
 
 
+@strict_options
 def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
                   out_dtype=np.float32) -> np.ndarray:
     """The output, bit for bit, of the standard Triton tiled matmul for ``a`` (M, K) and ``b`` (K, N)
@@ -92,16 +106,14 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     kinstr = parse_wgmma(instr).k
     if block_k % kinstr:
         raise InputError(f"block_k must be a multiple of the instruction's K = {kinstr}, got {block_k}")
-    od = np.dtype(out_dtype) if not isinstance(out_dtype, str) else None
-    if od is None or od not in _OUT:
-        raise InputError(f"out_dtype must be numpy.float32, ml_dtypes.bfloat16 or numpy.float16, got {_describe(out_dtype)}")
+    od = _out(out_dtype)
     if M % 64 or N % 8:
         raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
     kw: dict[str, Any] = {}
+    m = max_num_imprecise_acc
+    if m is not None and (isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)) or m < 0):
+        raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
     if "e4m3" in instr or "e5m2" in instr:
-        m = max_num_imprecise_acc
-        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0):
-            raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
         if m == 0:
             perm = mma_sync_fp8_k_order(K)
             d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
@@ -109,7 +121,7 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
             return _store(d, od)
         if m is not None and m > block_k:
             raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "
-                             f"a larger one), got {m}")
+                             f"a larger one), got {_describe(m)}")
         if m is None:  # Triton's default (2**30 > BLOCK_K): no partial accumulator, one chain over all of K
             return gemm(a, b, instr=instr, out_dtype=_OUT[od])
         group = -(-int(m) // kinstr)           # instructions per partial sum

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validate import _describe
+from ..limits import limit
+from ..validate import _describe, check_int
 from ..errors import DTypeError, InputError
 
 SWIZZLE_NAMES = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
@@ -44,11 +45,12 @@ _FIELD_MASK = (0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 <<
 
 
 def _check_offset(name: str, value: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
         raise InputError(f"descriptor {name} must be an int, got {_describe(value)}")
     value = int(value)
     if value < 0 or value >= _ADDR_LIMIT or value % 16:
-        raise InputError(f"descriptor {name} must be a multiple of 16 in 0..{_ADDR_LIMIT - 16}, got {value}")
+        raise InputError(f"descriptor {name} must be a multiple of 16 in 0..{_ADDR_LIMIT - 16} (a 14-bit field of "
+                         f"16-byte units), got {_describe(value)}")
     return value
 
 
@@ -66,11 +68,16 @@ class MatrixDescriptor:
         _check_offset("start address", self.start_address)
         _check_offset("leading-dimension byte offset (LBO)", self.lbo)
         _check_offset("stride-dimension byte offset (SBO)", self.sbo)
-        if not isinstance(self.base_offset, (int, np.integer)) or not 0 <= int(self.base_offset) <= 7:
-            raise InputError(f"descriptor base offset must be an int in 0..7, got {_describe(self.base_offset)}")
-        if not isinstance(self.swizzle, (int, np.integer)) or int(self.swizzle) not in SWIZZLE_NAMES:
+        if isinstance(self.base_offset, (bool, np.bool_)) or not isinstance(self.base_offset, (int, np.integer)) \
+                or not 0 <= int(self.base_offset) <= 7:
+            raise InputError(f"descriptor base offset must be an int in 0..7 (a 3-bit field), "
+                             f"got {_describe(self.base_offset)}")
+        if isinstance(self.swizzle, (bool, np.bool_)) or not isinstance(self.swizzle, (int, np.integer)) \
+                or int(self.swizzle) not in SWIZZLE_NAMES:
             raise InputError(f"descriptor swizzle mode must be 0 (none), 1 (128B), 2 (64B) or 3 (32B), "
                              f"got {_describe(self.swizzle)}")
+        for f in ("start_address", "lbo", "sbo", "base_offset", "swizzle"):
+            object.__setattr__(self, f, int(getattr(self, f)))
 
     def encode(self) -> int:
         """The 64-bit descriptor as a Python int."""
@@ -86,11 +93,11 @@ class MatrixDescriptor:
     @classmethod
     def decode(cls, value: int) -> "MatrixDescriptor":
         """Split a 64-bit descriptor into its fields; reserved bits must be zero."""
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
             raise InputError(f"a descriptor must be an int, got {_describe(value)}")
         value = int(value)
         if value < 0 or value >= 1 << 64:
-            raise InputError(f"a descriptor must fit in 64 unsigned bits, got {value:#x}")
+            raise InputError(f"a descriptor must fit in 64 unsigned bits, got {_describe(value)}")
         if value & ~_FIELD_MASK:
             raise InputError(f"descriptor {value:#018x} sets reserved bits {value & ~_FIELD_MASK:#x}; "
                              f"reserved bits must be zero")
@@ -111,10 +118,16 @@ class MatrixDescriptor:
 
 def kmajor_offsets(rows: int, row_bytes: int, *, lbo: int, sbo: int) -> np.ndarray:
     """(rows, row_bytes) array: byte offset of each byte of a K-major operand, no swizzle."""
+    rows = check_int("rows", rows)
+    row_bytes = check_int("row_bytes", row_bytes)
     if rows <= 0 or rows % CORE_ROWS:
-        raise InputError(f"a K-major operand needs a positive multiple of 8 rows, got {rows}")
+        raise InputError(f"a K-major operand needs a positive multiple of 8 rows, got {_describe(rows)}")
     if row_bytes <= 0 or row_bytes % CORE_BYTES:
-        raise InputError(f"a K-major operand row must be a positive multiple of 16 bytes, got {row_bytes}")
+        raise InputError(f"a K-major operand row must be a positive multiple of 16 bytes, got {_describe(row_bytes)}")
+    from .smem import check_tile
+
+    check_int("rows", rows, limit="smem_rows")
+    check_tile(rows, row_bytes, 1)
     _check_offset("LBO", lbo)
     _check_offset("SBO", sbo)
     r = np.arange(rows)[:, None]
@@ -182,6 +195,7 @@ def read_kmajor_image(image: np.ndarray, shape: tuple[int, int], dtype, *, lbo: 
 #: to the mode's bits (1, 2, 3 for 32B, 64B, 128B).  "ignore", "add" and "xor" were tried on
 #: the same recordings and each mispredicts (fixtures/layouts, docs/layouts.md).
 BASE_OFFSET_RULE = "subtract"
+BASE_OFFSET_RULES = ("ignore", "subtract", "add", "xor")
 
 
 def _swizzle_with_base(addr: np.ndarray, bits: int, base_offset: int, rule: str) -> np.ndarray:
@@ -199,7 +213,7 @@ def _swizzle_with_base(addr: np.ndarray, bits: int, base_offset: int, rule: str)
     elif rule == "xor":
         phase = line ^ base_offset
     else:
-        raise InputError(f"unknown base-offset rule {rule!r}")
+        raise InputError(f"unknown base-offset rule {_describe(rule)}; rules are ignore, subtract, add, xor")
     return addr ^ ((phase & ((1 << bits) - 1)) << 4)
 
 
@@ -216,6 +230,8 @@ def operand_addresses(desc: "MatrixDescriptor | int", rows: int, k: int, elem_by
     from .smem import SmemLayout
     from .swizzle import mode_from_desc_code
 
+    if rule is not None and (not isinstance(rule, str) or rule not in BASE_OFFSET_RULES):
+        raise InputError(f"rule must be None or one of {', '.join(BASE_OFFSET_RULES)}, got {_describe(rule)}")
     d = desc if isinstance(desc, MatrixDescriptor) else MatrixDescriptor.decode(desc)
     mode = mode_from_desc_code(d.swizzle)
     lay = SmemLayout(major, mode, elem_bytes, d.lbo, d.sbo)
@@ -256,15 +272,26 @@ def make_descriptor(start: int, *, major: str = "K", swizzle="none", rows: int, 
     unless a base offset says where the pattern began; the K step stays inside the swizzle
     row; every byte read lies inside ``[smem_base, smem_base + smem_size)``.
     """
-    from .smem import dense_strides
+    from .smem import _major, dense_strides
     from .swizzle import swizzle_mode
 
     m = swizzle_mode(swizzle)
-    if not isinstance(start, (int, np.integer)) or isinstance(start, bool) or start < 0 or start % 16:
+    major = _major(major)
+    if not isinstance(start, (int, np.integer)) or isinstance(start, (bool, np.bool_)) or start < 0 or start % 16:
         raise InputError(f"a descriptor's start address must be a non-negative multiple of 16 (one atom), got {_describe(start)}")
     start = int(start)
+    k = check_int("k", k, 1)
+    elem_bytes = check_int("elem_bytes", elem_bytes)
+    if elem_bytes not in (1, 2, 4):
+        raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(elem_bytes)}")
+    base_offset = check_int("base_offset", base_offset, 0, 7, rule="the descriptor's 3-bit base-offset field")
+    k_step = check_int("k_step", k_step, 0, 3, rule="32-byte K steps inside a swizzle row of at most 128 bytes")
+    smem_base = check_int("smem_base", smem_base, 0, limit("smem_address"), multiple=16,
+                          rule="a shared-memory address, 16-byte aligned")
+    if smem_size is not None:
+        smem_size = check_int("smem_size", smem_size, 1, limit="smem_bytes", rule="bytes of shared memory")
     dl, ds = dense_strides(major, m, rows, k * elem_bytes if str(major).upper() == "K" else None)
-    if m.bits and (start - int(base_offset) * 128) % m.period:
+    if m.bits and (start - base_offset * 128) % m.period:
         raise InputError(f"a {m.name}-swizzled tile must start on its {m.period}-byte pattern: start {start:#x} is "
                          f"{start % m.period} bytes in; if the tile was swizzled as if its pattern began there, "
                          f"set base_offset={(start >> 7) & 7}")
@@ -272,8 +299,8 @@ def make_descriptor(start: int, *, major: str = "K", swizzle="none", rows: int, 
         if str(major).upper() != "K" or not m.bits or k_step * 32 + 32 > m.width:
             raise InputError(f"a K step of {k_step} x 32 bytes must stay inside one {m.width}-byte swizzle row "
                              f"of a swizzled K-major tile")
-        start += 32 * int(k_step)
-    d = MatrixDescriptor(start, dl if lbo is None else lbo, ds if sbo is None else sbo, int(base_offset), m.desc_code)
+        start += 32 * k_step
+    d = MatrixDescriptor(start, dl if lbo is None else lbo, ds if sbo is None else sbo, base_offset, m.desc_code)
     if smem_size is not None:
         addr = operand_addresses(d, rows, 32 // elem_bytes, elem_bytes, major=major)  # one instruction's K
         lo, hi = int(addr.min()) - smem_base, int(addr.max()) - smem_base

@@ -35,7 +35,8 @@ import numpy as np
 
 from ..dtypes import (ELEMENT_DTYPES, _UINT_OF_SIZE, bits_of, element_bytes,  # noqa: F401
                       element_dtype, from_bits, raw_bits)
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, check_int, check_registers
+from ..wgmma_forms import WGMMA_FORMS
 from ..errors import DTypeError, InputError
 
 THREADS = 128
@@ -60,19 +61,39 @@ def _acc_elements(n: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def _check_n(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 8 or n > 256 or n % 8:
+#: accumulator type -> the N of the wgmma forms that accumulate into it (the form table's sets)
+ACC_NS: dict[str, tuple[int, ...]] = {d: tuple(sorted({f.n for f in WGMMA_FORMS if f.dtype_d == d}))
+                                      for d in ("f32", "s32", "f16")}
+
+
+def _check_n(n: int, dtype_d: str | None = None) -> None:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 8 or n > 256 or n % 8:
         raise InputError(f"N must be a multiple of 8 in 8..256, got {_describe(n)}")
+    if dtype_d is not None and int(n) not in ACC_NS[dtype_d]:
+        raise InputError(f"no wgmma form accumulates m64n{int(n)} into .{dtype_d}: an {dtype_d} accumulator has "
+                         f"N = 8, 16, 24, 32 or a multiple of 16 up to 256 (integer wgmma), got {int(n)}")
+
+
+def check_acc_form(n: int, dtype_d: str) -> int:
+    """N, if some wgmma form accumulates m64nN into ``dtype_d`` (the form table's N sets)."""
+    if not isinstance(dtype_d, str) or dtype_d not in ("f32", "s32", "f16"):
+        raise InputError(f"accumulator type must be f32, s32 or f16, got {_describe(dtype_d)}")
+    _check_n(n, dtype_d)
+    return int(n)
 
 
 def accumulator_layout(n: int, dtype_d: str) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols), each of shape (128, d_regs, elems_per_reg): the D element in each register slot.
 
     ``dtype_d`` is 'f32', 's32' (one element a register) or 'f16' (two; slot 0 is bits 15:0).
+    The map is defined for every N multiple of 8; :func:`check_acc_form` (used by
+    :func:`pack_accumulator`, :func:`unpack_accumulator` and the diagrams) also requires a wgmma
+    form with that N and accumulator to exist (no m64n40 .s32).
     """
-    _check_n(n)
-    if dtype_d not in ("f32", "s32", "f16"):
+    if not isinstance(dtype_d, str) or dtype_d not in ("f32", "s32", "f16"):
         raise InputError(f"accumulator type must be f32, s32 or f16, got {_describe(dtype_d)}")
+    _check_n(n)
+    n = int(n)
     rows, cols = _acc_elements(n)
     per = 2 if dtype_d == "f16" else 1
     return rows.reshape(THREADS, -1, per), cols.reshape(THREADS, -1, per)
@@ -83,7 +104,7 @@ def a_fragment_layout(dtype_a: str) -> tuple[np.ndarray, np.ndarray]:
 
     Slot ``e`` of a register is bits ``[e*w, (e+1)*w)`` for element width ``w``.
     """
-    if dtype_a not in _K_OF:
+    if not isinstance(dtype_a, str) or dtype_a not in _K_OF:
         raise InputError(f"A type must be one of {', '.join(_K_OF)}, got {_describe(dtype_a)}")
     w, g, q = _thread_parts()
     if dtype_a in ("f16", "bf16"):
@@ -108,8 +129,8 @@ def _pack(bits: np.ndarray, rows: np.ndarray, cols: np.ndarray, width: int) -> n
 
 
 def _unpack(regs: np.ndarray, rows: np.ndarray, cols: np.ndarray, width: int,
-            shape: tuple[int, int], utype) -> np.ndarray:
-    regs = as_array("registers", regs).astype(np.uint32)
+            shape: tuple[int, int], utype, name: str = "registers") -> np.ndarray:
+    regs = check_registers(name, regs)
     per = rows.shape[-1]
     shifts = (np.arange(per, dtype=np.uint32) * width).astype(np.uint32)
     mask = np.uint32((1 << width) - 1) if width < 32 else np.uint32(0xFFFFFFFF)
@@ -126,28 +147,33 @@ def _check_tail(x: np.ndarray, shape: tuple[int, int], what: str) -> None:
 
 def pack_accumulator(matrix: np.ndarray, dtype_d: str) -> np.ndarray:
     """(..., 64, N) typed accumulator -> (..., 128, d_regs) uint32 register images."""
+    if not isinstance(dtype_d, str) or dtype_d not in ("f32", "s32", "f16"):
+        raise InputError(f"accumulator type must be f32, s32 or f16, got {_describe(dtype_d)}")
     bits = raw_bits(matrix, dtype_d)
     if bits.ndim < 2 or bits.shape[-2] != M:
         raise InputError(f"accumulator must have shape (..., 64, N), got {bits.shape}")
-    n = bits.shape[-1]
+    n = check_acc_form(bits.shape[-1], dtype_d)
     rows, cols = accumulator_layout(n, dtype_d)
     return _pack(bits, rows, cols, 8 * element_bytes(dtype_d))
 
 
 def unpack_accumulator(regs: np.ndarray, n: int, dtype_d: str) -> np.ndarray:
     """(..., 128, d_regs) uint32 register images -> (..., 64, N) typed accumulator."""
+    n = check_acc_form(n, dtype_d)
     rows, cols = accumulator_layout(n, dtype_d)
     regs = as_array("accumulator registers", regs)
     if regs.ndim < 2 or regs.shape[-2:] != rows.shape[:2]:
         raise InputError(f"accumulator registers for N={n} {dtype_d} must have shape "
                          f"(..., 128, {rows.shape[1]}), got {regs.shape}")
     width = 8 * element_bytes(dtype_d)
-    bits = _unpack(regs, rows, cols, width, (M, n), _UINT_OF_SIZE[width // 8])
+    bits = _unpack(regs, rows, cols, width, (M, int(n)), _UINT_OF_SIZE[width // 8], "accumulator registers")
     return from_bits(bits, dtype_d)
 
 
 def pack_a_fragment(a: np.ndarray, dtype_a: str) -> np.ndarray:
     """(..., 64, K) typed A tile -> (..., 128, 4) uint32 registers of the RS form."""
+    if not isinstance(dtype_a, str) or dtype_a not in _K_OF:
+        raise InputError(f"A type must be one of {', '.join(_K_OF)}, got {_describe(dtype_a)}")
     bits = raw_bits(a, dtype_a)
     _check_tail(bits, (M, _K_OF.get(dtype_a, -1)), f"A ({dtype_a})")
     rows, cols = a_fragment_layout(dtype_a)
@@ -161,13 +187,15 @@ def unpack_a_fragment(regs: np.ndarray, dtype_a: str) -> np.ndarray:
     if regs.ndim < 2 or regs.shape[-2:] != (THREADS, 4):
         raise InputError(f"A registers must have shape (..., 128, 4), got {regs.shape}")
     width = 8 * element_bytes(dtype_a)
-    bits = _unpack(regs, rows, cols, width, (M, _K_OF[dtype_a]), _UINT_OF_SIZE[width // 8])
+    bits = _unpack(regs, rows, cols, width, (M, _K_OF[dtype_a]), _UINT_OF_SIZE[width // 8], "A registers")
     return from_bits(bits, dtype_a)
 
 
 def render_accumulator_layout(n: int = 8, dtype_d: str = "f32", *, rows: int = 16) -> str:
     """Text table: ``T<t>:r<reg>[.<half>]`` holding each D element (first ``rows`` rows)."""
     r, c = accumulator_layout(n, dtype_d)
+    n = int(n)
+    rows = check_int("rows", rows, 1, limit="diagram_rows")
     per = r.shape[-1]
     cell = np.empty((M, n), dtype=object)
     for t in range(THREADS):

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validate import _describe, as_array
+from ..limits import check_limit, limit
+from ..validate import _describe, as_array, check_int
 from ..errors import InputError
 from .swizzle import ATOM_BYTES, SwizzleMode, swizzle_mode
 
@@ -40,11 +41,30 @@ def _major(major: str) -> str:
     return m
 
 
-def _positive(name: str, v, multiple: int = 1) -> int:
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0 or v % multiple:
+def _positive(name: str, v, multiple: int = 1, lim: str | None = None) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or v <= 0 or v % multiple:
         what = f"a positive multiple of {multiple}" if multiple > 1 else "a positive int"
         raise InputError(f"{name} must be {what}, got {_describe(v)}")
+    if lim is not None:
+        check_limit(lim, int(v), name)
     return int(v)
+
+
+def _elem_bytes(v) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in (1, 2, 4):
+        raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(v)}")
+    return int(v)
+
+
+def _address(name: str, v) -> int:
+    """A non-negative, 16-byte aligned shared address inside the window a descriptor can reach."""
+    return check_int(name, v, 0, limit("smem_address"), multiple=16, rule="a shared-memory address, 16-byte aligned")
+
+
+def check_tile(rows: int, k: int, elem_bytes: int) -> None:
+    """An R x K operand tile must fit in one CTA's shared memory (checked before any offsets exist)."""
+    check_limit("smem_row_bytes", k * elem_bytes, f"a row of the tile (K x {elem_bytes} bytes)")
+    check_limit("smem_bytes", rows * k * elem_bytes, f"the {rows} x {k} tile's bytes")
 
 
 @dataclass(frozen=True)
@@ -63,14 +83,16 @@ class SmemLayout:
     def __post_init__(self) -> None:
         object.__setattr__(self, "major", _major(self.major))
         object.__setattr__(self, "mode", swizzle_mode(self.mode))
-        if self.elem_bytes not in (1, 2, 4):
-            raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(self.elem_bytes)}")
+        object.__setattr__(self, "elem_bytes", _elem_bytes(self.elem_bytes))
         if self.major == "MN" and self.elem_bytes != 2:
             raise InputError("an MN-major (transposed) operand must have 2-byte elements (f16/bf16); "
                              f"{self.elem_bytes}-byte elements must be K-major")
         for name, v in (("LBO", self.lbo), ("SBO", self.sbo)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v % 16:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or v < 0 or v % 16:
                 raise InputError(f"{name} must be a non-negative multiple of 16 bytes, got {_describe(v)}")
+            check_limit("desc_offset_bytes", int(v), f"{name} (a 14-bit descriptor field of 16-byte units)")
+        object.__setattr__(self, "lbo", int(self.lbo))
+        object.__setattr__(self, "sbo", int(self.sbo))
 
     @property
     def atom_elems(self) -> int:
@@ -78,9 +100,15 @@ class SmemLayout:
 
     def offsets(self, rows: int, k: int) -> np.ndarray:
         """(rows, k * elem_bytes) int64: logical byte offset of each byte of the operand."""
-        rows = _positive("rows", rows, 8)
+        rows = _positive("rows", rows, 8, "smem_rows")
         k = _positive("K", k)
         e, w = self.elem_bytes, self.mode.width
+        check_tile(rows, k, e)
+        if self.major == "K" and (k * e) % 16:
+            raise InputError(f"a K-major row must be a whole number of 16-byte atoms (core-matrix rows): "
+                             f"K = {k} x {e} bytes = {k * e} bytes is not a multiple of 16")
+        if self.major == "MN" and k % 8:
+            raise InputError(f"an MN-major operand's K must be a multiple of 8 (8 K-columns a core matrix), got {_describe(k)}")
         r = np.arange(rows, dtype=np.int64)[:, None]
         kb = np.arange(k * e, dtype=np.int64)[None, :]
         if self.major == "K":
@@ -105,11 +133,11 @@ def dense_strides(major: str, mode, rows: int, row_k_bytes: int | None = None) -
     groups after all R blocks (SBO).
     """
     major, m = _major(major), swizzle_mode(mode)
-    rows = _positive("rows", rows, 8)
+    rows = _positive("rows", rows, 8, "smem_rows")
     w = m.width
     if major == "K":
         if m.bits == 0:
-            kb = 32 if row_k_bytes is None else _positive("row bytes", row_k_bytes, 16)
+            kb = 32 if row_k_bytes is None else _positive("row bytes", row_k_bytes, 16, "smem_row_bytes")
             return 128, 128 * (kb // 16)
         return 16, 8 * w
     if m.bits == 0:
@@ -131,10 +159,16 @@ def tile_image(tile: np.ndarray, major: str, mode, *, lbo: int | None = None, sb
         raise InputError(f"an operand tile must be 2-D (R, K), got shape {t.shape}")
     e = t.dtype.itemsize
     rows, k = t.shape
+    base = _address("base", base)
+    if size is not None:
+        size = check_int("size", size, 0, limit="smem_bytes", rule="bytes of the shared-memory image")
+    _positive("rows", rows, 8, "smem_rows")
+    if e in (1, 2, 4) and k:
+        check_tile(rows, k, e)
     dl, ds = dense_strides(major, mode, rows, k * e if _major(major) == "K" else None)
     lay = SmemLayout(major, mode, e, dl if lbo is None else lbo, ds if sbo is None else sbo)
     off = lay.offsets(rows, k)
-    phys = np.asarray(lay.mode.swizzle(off + int(base))) - int(base)
+    phys = np.asarray(lay.mode.swizzle(off + base)) - base
     if phys.min() < 0:
         raise InputError(f"base {base} makes the swizzled tile start before the image; "
                          f"align the base to the {lay.mode.period}-byte pattern")
@@ -142,7 +176,8 @@ def tile_image(tile: np.ndarray, major: str, mode, *, lbo: int | None = None, sb
         raise InputError(f"LBO={lay.lbo} and SBO={lay.sbo} make the {major}-major {lay.mode.name} "
                          f"tile overlap itself")
     need = int(phys.max()) + 1
-    size = -(-need // 16) * 16 if size is None else int(size)
+    check_limit("smem_bytes", need, "the tile's image bytes (its strides spread it that far)")
+    size = -(-need // 16) * 16 if size is None else size
     if size < need:
         raise InputError(f"the tile needs {need} bytes of image, size is {size}")
     img = np.zeros(size, dtype=np.uint8)
@@ -159,19 +194,20 @@ def rowmajor_offsets(rows: int, cols: int, elem_bytes: int, mode, *, base: int =
     layout an epilogue writes with stmatrix and a TMA store reads back.
     """
     m = swizzle_mode(mode)
-    rows = _positive("rows", rows)
+    rows = _positive("rows", rows, lim="smem_rows")
     cols = _positive("cols", cols)
-    if isinstance(elem_bytes, bool) or not isinstance(elem_bytes, (int, np.integer)) or elem_bytes not in (1, 2, 4):
-        raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(elem_bytes)}")
+    elem_bytes = _elem_bytes(elem_bytes)
+    base = _address("base", base)
+    check_tile(rows, cols, elem_bytes)
     row_bytes = cols * elem_bytes
     w = m.width if m.bits else row_bytes
     if row_bytes % w:
         raise InputError(f"a {m.name}-swizzled row-major tile needs rows of a multiple of {w} bytes, "
-                         f"got {cols} x {elem_bytes} = {row_bytes}")
+                         f"got {_describe(cols)} x {elem_bytes} = {_describe(row_bytes)}")
     r = np.arange(rows, dtype=np.int64)[:, None]
     cb = np.arange(cols, dtype=np.int64)[None, :] * elem_bytes
     logical = (cb // w) * rows * w + r * w + cb % w
-    return np.asarray(m.swizzle(logical + int(base))) - int(base)
+    return np.asarray(m.swizzle(logical + base)) - base
 
 
 __all__ = ["SmemLayout", "MAJORS", "dense_strides", "tile_image", "rowmajor_offsets"]

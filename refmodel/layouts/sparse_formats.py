@@ -57,6 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..limits import check_limit
 from ..validate import _describe, as_array
 from .sparse_meta import ROWS, _kind
 
@@ -101,7 +102,7 @@ def _torch_shape_check(m: int, cols: int, dtype_a: str, what: str) -> int:
     _, q, group, _ = _torch_params(dtype_a)
     ch = _chunk(dtype_a)
     if m % group:
-        raise InputError(f"{what} for torch's {dtype_a} sparse layout needs a multiple of {group} rows, got {m}")
+        raise InputError(f"{what} for torch's {dtype_a} sparse layout needs a multiple of {group} rows, got {_describe(m)}")
     if cols % (2 * q):
         raise InputError(f"{what} for torch's {dtype_a} sparse layout needs K a multiple of {2 * q * ch} "
                          f"(an even number of meta columns), got K = {cols * ch}")
@@ -155,12 +156,12 @@ def cutlass_sm90_atom_k(dtype_a: str, tile_k: int) -> int:
     be a multiple of the basic block (64 for 8-bit, 32 for 16-bit, 16 for tf32)."""
     kind = _kind(dtype_a)
     block = {"8": 64, "16": 32, "tf32": 16}[kind]
-    if isinstance(tile_k, bool) or not isinstance(tile_k, (int, np.integer)) or tile_k <= 0:
+    if isinstance(tile_k, (bool, np.bool_)) or not isinstance(tile_k, (int, np.integer)) or tile_k <= 0:
         raise InputError(f"tile_k must be a positive int (the CTA tile's K), got {_describe(tile_k)}")
     ka = min(int(tile_k), 128)
     if ka % block:
         raise InputError(f"tile_k for {dtype_a} sparse GEMM must make min(tile_k, 128) a multiple of {block}, "
-                         f"got {tile_k}")
+                         f"got {_describe(tile_k)}")
     return ka
 
 
@@ -183,14 +184,30 @@ def _colex(idx: np.ndarray, shape: tuple, strides: tuple) -> np.ndarray:
     return out
 
 
+def _check_mk(m, k, dtype_a: str, tile_k) -> int:
+    """The atom K, after checking m and k (positive multiples of the atom, at most the element limit)."""
+    ka = cutlass_sm90_atom_k(dtype_a, tile_k)
+    for name, v, mult in (("m", m, ROWS), ("k", k, ka)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v <= 0 or v % mult:
+            raise InputError(f"{name} must be a positive multiple of {mult} for CUTLASS's {dtype_a} metadata "
+                             f"atom (tile_k {_describe(tile_k)}), got {_describe(v)}")
+    check_limit("elements", int(m) * int(k), f"m x k ({_describe(m)} x {_describe(k)})")
+    return ka
+
+
+def _check_e(e, dtype_a: str, m: int, k: int, tile_k) -> np.ndarray:
+    _check_mk(m, k, dtype_a, tile_k)
+    s = _e_sparsity(dtype_a)
+    if e.dtype != np.uint8 or e.shape != (m * k // s,):
+        raise InputError(f"e_bytes must be a 1-D uint8 array of {m * k // s} bytes for a {m} x {k} {dtype_a} A, "
+                         f"got {_describe(e)}")
+    return e
+
+
 def cutlass_sm90_offsets(m: int, k: int, dtype_a: str, tile_k: int) -> np.ndarray:
     """(m, k) logical offset in CUTLASS's tensor E (``fill_layoutE``, batch 1) of each logical A
     element; byte ``offset // S``, S = 8 (4 for tf32).  m % 64 == 0 and k % atom K == 0."""
-    ka = cutlass_sm90_atom_k(dtype_a, tile_k)
-    for name, v, mult in (("m", m, ROWS), ("k", k, ka)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 or v % mult:
-            raise InputError(f"{name} must be a positive multiple of {mult} for CUTLASS's {dtype_a} metadata "
-                             f"atom (tile_k {tile_k}), got {_describe(v)}")
+    ka = _check_mk(m, k, dtype_a, tile_k)
     ms, mst, ks, kst = _atom_modes(dtype_a, ka)
     rows, cols = np.arange(m, dtype=np.int64), np.arange(k, dtype=np.int64)
     ro = _colex(rows % ROWS, ms, mst) + (rows // ROWS) * (ROWS * ka)
@@ -218,12 +235,9 @@ def to_cutlass_sm90_meta(meta, dtype_a: str, tile_k: int) -> np.ndarray:
 
 def from_cutlass_sm90_meta(e_bytes, dtype_a: str, m: int, k: int, tile_k: int) -> np.ndarray:
     """wgref's (m, k/4) uint8 nibbles ((m, k/2) for tf32) of CUTLASS SM90 tensor E bytes."""
-    e = as_array("e_bytes", e_bytes)
+    e = _check_e(as_array("e_bytes", e_bytes), dtype_a, m, k, tile_k)
     ch, s = _chunk(dtype_a), _e_sparsity(dtype_a)
     off = cutlass_sm90_offsets(m, k, dtype_a, tile_k)[:, ::s]
-    if e.dtype != np.uint8 or e.shape != (m * k // s,):
-        raise InputError(f"e_bytes must be a 1-D uint8 array of {m * k // s} bytes for a {m} x {k} {dtype_a} A, "
-                         f"got {_describe(e)}")
     b = e[off // s]
     out = np.empty((m, k // ch), np.uint8)
     out[:, 0::2], out[:, 1::2] = b & 0xF, b >> 4
@@ -253,13 +267,10 @@ def cutlass_sm90_meta_registers(e_bytes, dtype_a: str, m: int, k: int, tile_k: i
                                 atom_m: int = 0, atom_k: int = 0) -> np.ndarray:
     """(128,) uint32 sp-meta registers CUTLASS's mainloop loads for MMA atom (atom_m, atom_k)
     (rows 64*atom_m.., instruction-K block atom_k) from tensor E bytes, via the atom's ELayout."""
-    e = as_array("e_bytes", e_bytes)
+    e = _check_e(as_array("e_bytes", e_bytes), dtype_a, m, k, tile_k)
     ch, s = _chunk(dtype_a), _e_sparsity(dtype_a)
     kin = _ELAYOUT[_kind(dtype_a)][2]
     off = cutlass_sm90_offsets(m, k, dtype_a, tile_k)
-    if e.dtype != np.uint8 or e.shape != (m * k // s,):
-        raise InputError(f"e_bytes must be a 1-D uint8 array of {m * k // s} bytes for a {m} x {k} {dtype_a} A, "
-                         f"got {_describe(e)}")
     for name, v, n in (("atom_m", atom_m, m // ROWS), ("atom_k", atom_k, k // kin)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < n:
             raise InputError(f"{name} must be an int in 0..{n - 1}, got {_describe(v)}")

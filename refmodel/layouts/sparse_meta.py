@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, check_registers
 
 ROWS = 64
 LEGAL_24 = (0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110)   # idx0 < idx1
@@ -34,6 +34,8 @@ ILLEGAL_24 = (0b0000, 0b0101, 0b1010, 0b1111)                  # idx0 == idx1 (P
 
 
 def _kind(dtype_a: str) -> str:
+    if not isinstance(dtype_a, str):
+        raise InputError(f"sparse A type must be f16, bf16, tf32, e4m3, e5m2, s8 or u8, got {_describe(dtype_a)}")
     if dtype_a in ("f16", "bf16"):
         return "16"
     if dtype_a == "tf32":
@@ -49,11 +51,12 @@ def meta_cols(dtype_a: str) -> int:
 
 
 def check_sp_sel(dtype_a: str, sp_sel) -> int:
-    if isinstance(sp_sel, bool) or not isinstance(sp_sel, (int, np.integer)):
+    if isinstance(sp_sel, (bool, np.bool_)) or not isinstance(sp_sel, (int, np.integer)):
         raise InputError(f"sp_sel must be an int, got {_describe(sp_sel)}")
     allowed = (0,) if _kind(dtype_a) == "8" else (0, 1)
     if int(sp_sel) not in allowed:
-        raise InputError(f"sp_sel must be {' or '.join(map(str, allowed))} for {dtype_a} sparse wgmma, got {sp_sel}")
+        raise InputError(f"sp_sel must be {' or '.join(map(str, allowed))} for {dtype_a} sparse wgmma, "
+                         f"got {_describe(sp_sel)}")
     return int(sp_sel)
 
 
@@ -94,7 +97,7 @@ def _fill_registers(fill) -> np.ndarray:
     """(128,) uint32 starting registers from ``fill``: an int in 0..2**32-1 or 128 such integers."""
     if isinstance(fill, (int, np.integer)) and not isinstance(fill, (bool, np.bool_)):
         if not 0 <= int(fill) < 1 << 32:
-            raise InputError(f"fill must be a 32-bit register value (0..2**32-1), got {int(fill)}")
+            raise InputError(f"fill must be a 32-bit register value (0..2**32-1), got {_describe(fill)}")
         return np.full(128, int(fill), np.uint32)
     f = as_array("fill", fill)
     if f.shape != (128,) or f.dtype.kind not in "iu":
@@ -109,8 +112,9 @@ def unpack_meta(regs, dtype_a: str, sp_sel: int = 0) -> np.ndarray:
     r = as_array("sp-meta registers", regs)
     if r.shape != (128,) or r.dtype.kind not in "iu":
         raise InputError(f"sp-meta registers must be 128 integers (one per thread), got {r.dtype} {r.shape}")
+    r = check_registers("sp-meta registers", r)
     thread, pos = meta_holders(dtype_a, sp_sel)
-    return ((r.astype(np.uint32)[thread] >> (4 * pos).astype(np.uint32)) & 0xF).astype(np.uint8)
+    return ((r[thread] >> (4 * pos).astype(np.uint32)) & 0xF).astype(np.uint8)
 
 
 __all__ = ["meta_holders", "pack_meta", "unpack_meta", "meta_cols", "check_sp_sel", "LEGAL_24", "LEGAL_TF32",

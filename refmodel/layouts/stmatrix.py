@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validate import _describe
-from ..errors import FormError
+from ..validate import _describe, check_flag, check_int
+from ..errors import FormError, InputError
 
 LANES = 32
 
@@ -95,9 +95,17 @@ def parse_matrix_instr(instr: str, op: str | None = None) -> MatrixForm:
                     f"{head}.sync.aligned.m8n8.x{{1,2,4}}[.trans][.shared[::cta]].b16")
 
 
+def _num(num) -> int:
+    num = check_int("num", num, 1, 4, rule="the matrix count .x1, .x2 or .x4")
+    if num == 3:
+        raise InputError("num must be 1, 2 or 4 (.x1/.x2/.x4), got 3")
+    return num
+
+
 def fragment_map(num: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(matrix, row, col), each (32, num, 2): the element lane ``l`` holds in half ``h`` of
     register ``j``."""
+    num, trans = _num(num), check_flag("trans", trans)
     lane = np.arange(LANES)[:, None, None]
     j = np.arange(num)[None, :, None]
     h = np.arange(2)[None, None, :]
@@ -111,6 +119,7 @@ def fragment_map(num: int, trans: bool) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def address_givers(num: int) -> tuple[np.ndarray, np.ndarray]:
     """(matrix, row) each (32,): the row whose address lane ``L`` gives (-1 for lanes ignored)."""
+    num = _num(num)
     lane = np.arange(LANES)
     given = lane < 8 * num
     return np.where(given, lane // 8, -1), np.where(given, lane % 8, -1)

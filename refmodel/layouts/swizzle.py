@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, check_int
 from ..errors import InputError
 
 ATOM_BYTES = 16
@@ -46,8 +46,12 @@ class Swizzle:
 
     def __post_init__(self) -> None:
         for name, v in (("B", self.b), ("M", self.m), ("S", self.s)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or v < 0:
                 raise InputError(f"Swizzle<B,M,S> needs non-negative int parameters, got {name}={_describe(v)}")
+            object.__setattr__(self, name.lower(), int(v))
+        if self.b + self.m + self.s > 62:
+            raise InputError(f"Swizzle<B,M,S> fields are bits of a 64-bit address: B + M + S must be at most 62, "
+                             f"got B={_describe(self.b)}, M={_describe(self.m)}, S={_describe(self.s)}")
         if self.s < self.b:
             raise InputError(f"Swizzle<B,M,S> needs S >= B (no overlapping bit fields), got B={self.b}, S={self.s}")
 
@@ -142,7 +146,7 @@ def atom_table(mode, lines: int | None = None) -> np.ndarray:
     For 128B: row r's atom c sits at atom ``c ^ (r % 8)``.  ``lines`` defaults to one period.
     """
     m = swizzle_mode(mode)
-    lines = (1 << m.bits) if lines is None else lines
+    lines = (1 << m.bits) if lines is None else check_int("lines", lines, 1, limit="diagram_lines")
     per_line = 128 // ATOM_BYTES
     r = np.arange(lines)[:, None]
     c = np.arange(per_line)[None, :]

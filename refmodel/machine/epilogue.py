@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validate import _describe, as_array
+from ..limits import SMEM_ADDRESS, limit
+from ..validate import _describe, as_array, check_int
 from ..errors import InputError
 from ..layouts.fragment import pack_accumulator
 from ..layouts.smem import rowmajor_offsets
@@ -31,8 +32,11 @@ STMATRIX_X4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 def epilogue_addresses(n: int, mode="none", *, smem_base: int = 0) -> np.ndarray:
     """(N/16, 128) byte offsets each thread gives to the stmatrix.x4 of each slice."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 16 or n > 256 or n % 16:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 16 or n > 256 or n % 16:
         raise InputError(f"the epilogue stores 16-column slices: N must be a multiple of 16 in 16..256, got {_describe(n)}")
+    n = int(n)
+    smem_base = check_int("smem_base", smem_base, 0, SMEM_ADDRESS, multiple=16,
+                          rule="the shared address of the tile: stmatrix rows are 16-byte aligned")
     off = rowmajor_offsets(64, n, 2, swizzle_mode(mode), base=smem_base)
     t = np.arange(128)
     w, lane = t // 32, t % 32
@@ -61,6 +65,7 @@ def epilogue_stmatrix(acc, out_type: str = "bf16", mode="none", *, smem_base: in
     uint32); the image (64 * 2N bytes) starts at ``smem_base`` and holds ``fill`` where
     nothing was written (none: the tile is covered exactly once).
     """
+    fill = check_int("fill", fill, 0, limit("byte_value"), rule="the byte left where nothing is written")
     a = as_array("acc", acc)
     if a.ndim == 2 and a.shape[0] == 64 and a.dtype == np.float32:
         n = a.shape[1]

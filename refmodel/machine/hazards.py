@@ -116,10 +116,15 @@ def _unretired_at_end(c: PipelineChecker) -> None:
         live = rs.live()
         if live:
             mmas = [g.mmas[0] for g in live if g.mmas]
+            # an empty group (a commit_group with no mma_async) is named by its commit event
+            commits = [g.commit for g in live if not g.mmas and g.commit is not None]
             last = f"; the last wait is {c.event_name(rs.last_wait)}" if rs.last_wait is not None else ""
-            c.add("unretired_at_end", mmas + ([rs.last_wait] if rs.last_wait is not None else []),
-                  k=len(live), role=role, mmas=", ".join(c.event_name(j) for j in mmas) or "empty groups",
-                  last=last)
+            named = ", ".join(c.event_name(j) for j in mmas)
+            if commits:
+                empty = "empty group(s) committed by " + ", ".join(c.event_name(j) for j in commits)
+                named = f"{named}; {empty}" if named else empty
+            c.add("unretired_at_end", mmas + commits + ([rs.last_wait] if rs.last_wait is not None else []),
+                  k=len(live), role=role, mmas=named, last=last)
 
 
 # shared memory and the two proxies

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputError
+from ..limits import limit
+from ..validate import check_instr, excerpt
 from .pipeline_check import PipelineChecker
 from .trace import Event, Range, event_from_dict
 
-#: Largest dynamic shared memory of one Hopper block (227 KiB).
-SMEM_LIMIT = 227 * 1024
+#: Largest dynamic shared memory of one Hopper block (227 KiB; refmodel.limits 'smem_bytes').
+SMEM_LIMIT = limit("smem_bytes")
 
 DEFAULT_INSTR = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
 
@@ -139,24 +143,28 @@ def mainloop_config(stages: int = 4, k_iters: int = 8, wait_depth: int = 1, cons
                     out_bytes: int = 2) -> MainloopConfig:
     """A validated :class:`MainloopConfig` (each broken rule is a one-sentence InputError)."""
     def pos(name, v, lo, hi=None):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-            raise InputError(f"{name} must be an int in {lo}..{hi if hi is not None else 'inf'}, got {v!r}")
-        return v
-    pos("stages", stages, 1, 32)
-    pos("k_iters", k_iters, 1, 4096)
-    pos("wait_depth", wait_depth, 0, 7)
-    pos("consumers", consumers, 1, 4)
-    pos("smem_base", smem_base, 0)
-    if out_bytes not in (1, 2, 4):
-        raise InputError(f"out_bytes must be 1, 2 or 4, got {out_bytes!r}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo \
+                or (hi is not None and v > hi):
+            raise InputError(f"{name} must be an int in {lo}..{hi if hi is not None else 'inf'}, got {excerpt(v)}")
+        return int(v)
+    check_instr("instr", instr, DEFAULT_INSTR)
+    stages = pos("stages", stages, 1, 32)
+    k_iters = pos("k_iters", k_iters, 1, 4096)
+    wait_depth = pos("wait_depth", wait_depth, 0, 7)
+    consumers = pos("consumers", consumers, 1, 4)
+    smem_base = pos("smem_base", smem_base, 0, limit("smem_address"))
+    if isinstance(out_bytes, (bool, np.bool_)) or not isinstance(out_bytes, (int, np.integer)) \
+            or int(out_bytes) not in (1, 2, 4):
+        raise InputError(f"out_bytes must be 1, 2 or 4, got {excerpt(out_bytes)}")
+    out_bytes = int(out_bytes)
     if promote_every is not None:
-        pos("promote_every", promote_every, 1)
+        promote_every = pos("promote_every", promote_every, 1, k_iters)
     if smem_base % 1024:
         raise InputError(f"smem_base must be 1024-byte aligned (the 128B swizzle pattern), got {smem_base:#x}")
     if wait_depth >= stages:
         raise InputError(f"wait_depth {wait_depth} must be < stages {stages}: a consumer keeps wait_depth + 1 "
                          f"slots busy, so fewer stages deadlock the ring")
-    cfg = MainloopConfig(instr, stages, k_iters, wait_depth, consumers, promote_every, smem_base, out_bytes)
+    cfg = MainloopConfig(instr, stages, k_iters, wait_depth, consumers, promote_every, smem_base, out_bytes)  # ints
     f = cfg.form
     if f.k * cfg.elem_bytes != 32:
         raise InputError(f"{instr}: each mma_async must read 32 bytes of K per row")
@@ -227,8 +235,10 @@ def gemm_mainloop_trace(stages: int = 4, k_iters: int = 8, wait_depth: int = 1, 
 
     cfg = mainloop_config(stages, k_iters, wait_depth, consumers, promote_every, instr=instr,
                           smem_base=smem_base, out_bytes=out_bytes)
-    if broken is not None and broken not in BROKEN:
-        raise InputError(f"broken must be one of {', '.join(BROKEN)} (or None), got {broken!r}")
+    stages, k_iters, wait_depth, consumers = cfg.stages, cfg.k_iters, cfg.wait_depth, cfg.consumers
+    promote_every = cfg.promote_every
+    if broken is not None and (not isinstance(broken, str) or broken not in BROKEN):
+        raise InputError(f"broken must be one of {', '.join(BROKEN)} (or None), got {excerpt(broken)}")
     if broken == "lax_wait" and wait_depth < 1:
         raise InputError("broken='lax_wait' needs wait_depth >= 1 (otherwise nothing is in flight at the epilogue)")
     if broken == "early_reuse" and k_iters <= stages:

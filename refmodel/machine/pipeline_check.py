@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from collections.abc import Iterable
 
 from ..errors import InputError
+from ..limits import check_limit
+from ..validate import excerpt
 from .hazards import HAZARDS, Hazard, HazardKind
 from .trace import OPS, Event, Range, _overlap, parse_trace
 
@@ -182,8 +184,11 @@ class PipelineChecker:
     # -- the events
     def feed(self, e: Event) -> None:
         """Apply one event (its ``index`` must be the next position)."""
+        if not isinstance(e, Event):
+            raise InputError(f"the checker takes trace events (refmodel.machine.trace.Event), got {excerpt(e)}")
         if e.index != len(self.events):
-            raise InputError(f"events must be fed in order: expected index {len(self.events)}, got {e.index}")
+            raise InputError(f"events must be fed in order: expected index {len(self.events)}, got {excerpt(e.index)}")
+        check_limit("trace_events", len(self.events) + 1, "the events of a trace")
         self.events.append(e)
         rs = self.role(e.role)
         for kind in _RULES_AT.get(e.op, ()):
@@ -281,7 +286,7 @@ class PipelineChecker:
         for kind in HAZARDS.values():
             if kind.at_end is not None:
                 kind.at_end(self)
-        self.hazards.sort(key=lambda h: (h.events[-1], h.kind))
+        self.hazards.sort(key=lambda h: (h.events[-1] if h.events else -1, h.kind))
         return PipelineReport(self.events, self.hazards, self.groups, self.snapshots)
 
 
@@ -289,6 +294,8 @@ def check(events: Iterable[Event] | str) -> PipelineReport:
     """Run the model over a trace (events, or JSON-lines text)."""
     if isinstance(events, str):
         events = parse_trace(events)
+    elif isinstance(events, (bytes, dict)) or not hasattr(events, "__iter__"):
+        raise InputError(f"check takes trace events or JSON-lines text, got {excerpt(events)}")
     c = PipelineChecker()
     for e in events:
         c.feed(e)

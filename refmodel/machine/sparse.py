@@ -16,9 +16,8 @@ from ..errors import InputError
 from ..layouts.descriptor import MatrixDescriptor
 from ..layouts.fragment import pack_accumulator, unpack_a_fragment, unpack_accumulator
 from ..layouts.sparse_meta import unpack_meta
-from ..numerics.sparse import wgmma_sp
-from ..validate import as_array
-from ..wgmma_sp_forms import parse_wgmma_sp
+from ..numerics.sparse import parse_wgmma_sp, wgmma_sp
+from ..validate import as_array, check_registers
 from .wgmma import _flag, read_operand
 
 
@@ -41,7 +40,7 @@ def wgmma_sp_registers(instr: str, smem, a, b_desc, meta_regs, c_regs=None, *, s
         ar = as_array("A registers", a)
         if ar.shape != (128, 4) or ar.dtype.kind not in "iu":
             raise InputError(f"A registers must be uint32 of shape (128, 4), got {ar.dtype} {ar.shape}")
-        a_c = unpack_a_fragment(ar.astype(np.uint32), form.dtype_a)
+        a_c = unpack_a_fragment(check_registers("A registers", ar), form.dtype_a)
     else:
         a_c = read_operand(smem, a, 64, form.k_compressed, form.dtype_a, major="MN" if ta else "K",
                            smem_base=smem_base, name="A")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, check_registers
 from ..errors import DTypeError, InputError
 from ..layouts.stmatrix import LANES, MatrixForm, fragment_map, parse_matrix_instr
 
@@ -61,6 +61,7 @@ def stmatrix(instr: str, regs, addrs, smem) -> np.ndarray:
         raise InputError(f"regs for {form.instr} must have shape (32, {form.num}), got {r.shape}")
     if r.dtype.kind not in "iu":
         raise DTypeError(f"regs must be uint32 register images, got {r.dtype.name}")
+    r = check_registers("regs", r)
     used = _addresses(form, addrs, img.size)
     rows = used[:, None] + np.arange(ROW_BYTES)[None, :]
     if np.unique(rows).size != rows.size:

@@ -20,19 +20,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validate import _describe, as_array
+from ..limits import SMEM_ADDRESS, check_limit, limit
+from ..validate import _describe, as_array, check_int
 from ..errors import InputError
 from ..layouts.swizzle import swizzle_mode
 
 
 def _pos(name: str, v, lo: int, hi: int) -> int:
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v <= hi:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or not lo <= v <= hi:
         raise InputError(f"{name} must be an int in {lo}..{hi}, got {_describe(v)}")
     return int(v)
 
 
 def _pair(name: str, v) -> tuple:
-    if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != 2:
+    try:
+        ok = not isinstance(v, (str, bytes, dict, set)) and len(v) == 2
+    except TypeError:   # no len (a 0-d array, a number)
+        ok = False
+    if not ok:
         raise InputError(f"{name} must be a pair (rows, cols), got {_describe(v)}")
     return tuple(v)
 
@@ -42,15 +47,23 @@ def tma_offsets(box: tuple[int, int], elem_bytes: int, mode="none", *, dst: int 
     """(box_rows, box_cols * e) shared byte offsets (relative to the image) of each box byte."""
     m = swizzle_mode(mode)
     box = _pair("box", box)
-    br = _pos("box rows", box[0], 1, 256)
-    bc = _pos("box columns", box[1], 1, 256)
+    br = _pos("box rows", box[0], 1, limit("tma_box"))
+    bc = _pos("box columns", box[1], 1, limit("tma_box"))
+    if isinstance(elem_bytes, (bool, np.bool_)) or not isinstance(elem_bytes, (int, np.integer)) \
+            or int(elem_bytes) not in (1, 2, 4):
+        raise InputError(f"element size must be 1, 2 or 4 bytes, got {_describe(elem_bytes)}")
+    elem_bytes = int(elem_bytes)
+    smem_base = check_int("smem_base", smem_base, 0, SMEM_ADDRESS, multiple=128,
+                          rule="the shared address of the image's first byte: a TMA destination is 128-byte aligned")
     row_bytes = bc * elem_bytes
     if row_bytes % 16:
         raise InputError(f"a TMA box row must be a multiple of 16 bytes, got {bc} x {elem_bytes} = {row_bytes}")
     if m.bits and row_bytes > m.width:
         raise InputError(f"with {m.name} swizzle a TMA box row may be at most {m.width} bytes, got {row_bytes}")
-    if isinstance(dst, bool) or not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
+    if isinstance(dst, (bool, np.bool_)) or not isinstance(dst, (int, np.integer)) or dst < 0 or dst % 128:
         raise InputError(f"the TMA destination must be a non-negative multiple of 128 bytes, got {_describe(dst)}")
+    dst = int(dst)
+    check_limit("smem_bytes", dst, "the TMA destination (a byte offset into shared memory)")
     pitch = m.width if m.bits else row_bytes  # swizzled rows are padded to the swizzle width
     i = np.arange(br, dtype=np.int64)[:, None]
     b = np.arange(row_bytes, dtype=np.int64)[None, :]
@@ -66,6 +79,9 @@ def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], 
     if t.ndim != 2 or t.dtype.itemsize not in (1, 2, 4):
         raise InputError(f"the tensor must be 2-D with 1-, 2- or 4-byte elements, got {t.dtype.name} {t.shape}")
     e = t.dtype.itemsize
+    fill = check_int("fill", fill, 0, limit("byte_value"), rule="the byte left where the load writes nothing")
+    if smem_size is not None:
+        smem_size = check_int("smem_size", smem_size, 1, limit="smem_bytes", rule="bytes of the shared-memory image")
     off = tma_offsets(box, e, mode, dst=dst, smem_base=smem_base)
     br, bc = int(box[0]), int(box[1])
     coords = _pair("coords", coords)
@@ -79,7 +95,8 @@ def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], 
     vals = np.zeros((br, bc), dtype=t.dtype)
     vals[inside] = t[np.clip(rows, 0, t.shape[0] - 1), np.clip(cols, 0, t.shape[1] - 1)][inside]
     need = int(off.max()) + 1
-    size = need if smem_size is None else int(smem_size)
+    check_limit("smem_bytes", need, "the shared-memory bytes the box reaches (destination + box)")
+    size = need if smem_size is None else smem_size
     if size < need:
         raise InputError(f"the box needs {need} bytes of shared memory, the image has {size}")
     img = np.full(size, fill, dtype=np.uint8)

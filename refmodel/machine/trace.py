@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..errors import FormError, InputError
+from ..limits import LIMITS, check_limit, limit
+from ..validate import excerpt, json_depth
 
 Range = tuple[int, int]
 
@@ -60,6 +62,9 @@ COMMON_FIELDS = ("op", "t", "line")
 WGMMA_OPS = ("wgmma.fence", "mma_async", "commit_group", "wait_group")
 _REG_NAME = re.compile(r"^[A-Za-z_%][A-Za-z_0-9.]*$")
 _REG_RANGE = re.compile(r"^([A-Za-z_%][A-Za-z_0-9.]*)\[(\d+):(\d+)\]$")
+MAX_EVENTS = limit("trace_events")
+MAX_REG_RANGE = limit("trace_reg_range")
+MAX_REG_INDEX = limit("trace_reg_index")
 
 
 @dataclass(frozen=True)
@@ -135,13 +140,29 @@ def _bad(where: str, rule: str) -> TraceError:
     return TraceError(f"{where}: {rule}")
 
 
-def _int(where: str, name: str, v, lo: int = 0, hi: int | None = None) -> int:
+def _show(v) -> str:
+    """A JSON value in a message, cut to a short excerpt."""
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError):
+        return excerpt(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int(where: str, name: str, v, lo: int = 0, hi: int | None = None, rule: str = "") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _bad(where, f"field {name!r} must be an integer, got {json.dumps(v)}")
+        raise _bad(where, f"field {name!r} must be an integer, got {_show(v)}")
     if v < lo or (hi is not None and v > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise _bad(where, f"field {name!r} must be {rng}, got {v}")
+        rng = f"{lo}..{hi}" if hi is not None and (v > hi or hi - lo < 8) else f">= {lo}"
+        raise _bad(where, f"field {name!r} must be {rng}{' (' + rule + ')' if rule else ''}, got {excerpt(v)}")
     return v
+
+
+def _flag01(where: str, name: str, v) -> int:
+    """A JSON flag: true/false or 0/1."""
+    if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
+        return int(v)
+    raise _bad(where, f"field {name!r} must be 0 or 1 (or true/false), got {_show(v)}")
 
 
 def parse_regs(where: str, name: str, v) -> tuple[str, ...]:
@@ -149,20 +170,36 @@ def parse_regs(where: str, name: str, v) -> tuple[str, ...]:
     items = [v] if isinstance(v, str) else v
     if not isinstance(items, list) or not items:
         raise _bad(where, f"field {name!r} must be a non-empty list of register names or a range like \"d[0:64]\"")
+    cap = LIMITS["regs_per_thread"]
+    if len(items) > cap.value:
+        raise _bad(where, f"field {name!r} names {len(items)} registers, more than the {cap.value} a thread has "
+                   f"(limit 'regs_per_thread': {cap.reason})")
     out: list[str] = []
     for it in items:
         if not isinstance(it, str):
-            raise _bad(where, f"field {name!r}: register names are strings, got {json.dumps(it)}")
+            raise _bad(where, f"field {name!r}: register names are strings, got {_show(it)}")
+        if len(it) > 64:
+            raise _bad(where, f"field {name!r}: {excerpt(it)} is not a register name (names are at most 64 characters)")
         m = _REG_RANGE.match(it)
         if m:
-            lo, hi = int(m.group(2)), int(m.group(3))
-            if lo >= hi:
+            short = len(m.group(2)) <= 9 and len(m.group(3)) <= 9
+            lo, hi = (int(m.group(2)), int(m.group(3))) if short else (0, MAX_REG_INDEX + 1)
+            if short and lo >= hi:
                 raise _bad(where, f"field {name!r}: register range {it!r} must have start < end")
+            if short and hi - lo > MAX_REG_RANGE:
+                raise _bad(where, f"field {name!r}: register range {it!r} names {hi - lo} registers, at most "
+                           f"{MAX_REG_RANGE} (limit 'trace_reg_range': {LIMITS['trace_reg_range'].reason})")
+            if hi > MAX_REG_INDEX:
+                raise _bad(where, f"field {name!r}: register range {it!r} numbers registers beyond {MAX_REG_INDEX} "
+                           f"(limit 'trace_reg_index': {LIMITS['trace_reg_index'].reason})")
             out += [f"{m.group(1)}{i}" for i in range(lo, hi)]
         elif _REG_NAME.match(it):
             out.append(it)
         else:
             raise _bad(where, f"field {name!r}: {it!r} is not a register name or a range like \"d[0:64]\"")
+        if len(out) > cap.value:
+            raise _bad(where, f"field {name!r} names more than the {cap.value} registers a thread has "
+                       f"(limit 'regs_per_thread': {cap.reason})")
     if len(set(out)) != len(out):
         raise _bad(where, f"field {name!r} names a register twice")
     return tuple(out)
@@ -183,12 +220,16 @@ def parse_ranges(where: str, v) -> tuple[Range, ...]:
     """``[[start, end), ...]`` byte ranges (half-open, 0 <= start < end)."""
     if not isinstance(v, list) or not v:
         raise _bad(where, "field 'smem' must be a non-empty list of [start, end) byte ranges")
+    top = limit("trace_address")
     out = []
     for r in v:
         if (not isinstance(r, list) or len(r) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in r)):
-            raise _bad(where, f"field 'smem': each range is [start, end) with integer bytes, got {json.dumps(r)}")
+            raise _bad(where, f"field 'smem': each range is [start, end) with integer bytes, got {_show(r)}")
         if not 0 <= r[0] < r[1]:
-            raise _bad(where, f"field 'smem': range {r} needs 0 <= start < end")
+            raise _bad(where, f"field 'smem': range {_show(r)} needs 0 <= start < end")
+        if r[1] > top:
+            raise _bad(where, f"field 'smem': range {_show(r)} ends past 2**32 (limit 'trace_address': "
+                       f"{LIMITS['trace_address'].reason})")
         out.append((r[0], r[1]))
     return merge_ranges(out)
 
@@ -221,10 +262,14 @@ def descriptor_ranges(desc: int, rows: int, k: int, elem_bytes: int, major: str 
 
 def _desc_value(where: str, name: str, v) -> int:
     if isinstance(v, str):
+        text = v
         try:
-            v = int(v, 0)
+            v = int(text, 0) if len(text) <= 24 else None   # 0x + 16 hex digits, or 20 decimal digits
         except ValueError:
-            raise _bad(where, f"field {name!r} must be a 64-bit descriptor (int or \"0x...\" string), got {v!r}") from None
+            v = None
+        if v is None:
+            raise _bad(where, f"field {name!r} must be a 64-bit descriptor (int or \"0x...\" string), "
+                       f"got {excerpt(text)}")
     return _int(where, name, v, 0, (1 << 64) - 1)
 
 
@@ -240,13 +285,16 @@ def _mma_smem(where: str, d: dict) -> tuple[Range, ...]:
     if "desc_a" in d or "desc_b" in d:
         if "instr" not in d:
             raise _bad(where, "mma_async with desc_a/desc_b needs 'instr' (the wgmma opcode) to derive the bytes read")
+        if not isinstance(d["instr"], str) or len(d["instr"]) > limit("instr_chars"):
+            raise _bad(where, f"field 'instr' must be a wgmma opcode (a string of at most {limit('instr_chars')} "
+                       f"characters), got {_show(d['instr'])}")
         try:
             form = parse_wgmma(d["instr"])
         except (InputError, FormError) as e:
             raise _bad(where, f"field 'instr': {e}") from None
         for name, rows, dt, tr in (("desc_a", M, form.dtype_a, "trans_a"), ("desc_b", form.n, form.dtype_b, "trans_b")):
             if name in d:
-                major = "MN" if _int(where, tr, d.get(tr, 0), 0, 1) else "K"
+                major = "MN" if _flag01(where, tr, d.get(tr, 0)) else "K"
                 try:
                     ranges += descriptor_ranges(_desc_value(where, name, d[name]), rows, form.k,
                                                 element_bytes(dt), major)
@@ -266,7 +314,7 @@ def event_from_dict(d, index: int, lineno: int | None = None) -> Event:
         raise _bad(where, "each line must be a JSON object with an \"op\" field")
     op = d.get("op")
     if op not in OPS:
-        raise _bad(where, f"unknown op {json.dumps(op)}; ops are {', '.join(OPS)}")
+        raise _bad(where, f"unknown op {_show(op)}; ops are {', '.join(OPS)}")
     req, opt, _ = OPS[op]
     for k in req:
         if k not in d:
@@ -274,12 +322,14 @@ def event_from_dict(d, index: int, lineno: int | None = None) -> Event:
     allowed = set(req) | set(opt) | set(COMMON_FIELDS)
     for k in d:
         if k not in allowed:
-            raise _bad(where, f"unknown field {k!r} for {op} (allowed: {', '.join(sorted(allowed - {'op'}))})")
+            raise _bad(where, f"unknown field {excerpt(k)} for {op} (allowed: {', '.join(sorted(allowed - {'op'}))})")
     kw: dict = {"index": index, "op": op, "lineno": lineno, "raw": dict(d)}
     for k, attr in (("t", "role"), ("line", "tag"), ("id", "id"), ("bar", "bar")):
         if k in d:
             if not isinstance(d[k], str) or not d[k]:
-                raise _bad(where, f"field {k!r} must be a non-empty string, got {json.dumps(d[k])}")
+                raise _bad(where, f"field {k!r} must be a non-empty string, got {_show(d[k])}")
+            if len(d[k]) > 256:
+                raise _bad(where, f"field {k!r} must be at most 256 characters, got {excerpt(d[k])}")
             kw[attr] = d[k]
     if "acc" in d:
         kw["acc"] = parse_regs(where, "acc", d["acc"])
@@ -295,14 +345,19 @@ def event_from_dict(d, index: int, lineno: int | None = None) -> Event:
             raise _bad(where, "mma_async must say what it reads: 'smem' ranges or 'desc_b' (+ 'desc_a' or 'a_regs')")
     elif "smem" in d:
         kw["smem"] = parse_ranges(where, d["smem"])
+    for tr in ("trans_a", "trans_b"):
+        if tr in d:
+            _flag01(where, tr, d[tr])
+    tx = limit("mbarrier_count")
     if "n" in d:
-        kw["n"] = _int(where, "n", d["n"], 0)
+        kw["n"] = _int(where, "n", d["n"], 0, limit("wait_group_n"), "wgmma.wait_group N")
     if "count" in d:
-        kw["count"] = _int(where, "count", d["count"], 1)
+        kw["count"] = _int(where, "count", d["count"], 1, tx, "an mbarrier arrival count is a 20-bit field")
     if "phase" in d:
         kw["phase"] = _int(where, "phase", d["phase"], 0, 1)
     if "bytes" in d:
-        kw["bytes"] = _int(where, "bytes", d["bytes"], 1 if op == "tma_load" else 0)
+        kw["bytes"] = _int(where, "bytes", d["bytes"], 1 if op == "tma_load" else 0, tx,
+                           "an mbarrier's transaction count is a 20-bit field")
     if op == "tma_load":
         size = sum(b - a for a, b in kw["smem"])
         if kw.get("bytes", size) != size:
@@ -312,30 +367,64 @@ def event_from_dict(d, index: int, lineno: int | None = None) -> Event:
     return Event(**kw)
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a JSON-lines text: split on "\\n" only (a trailing "\\r" dropped), so a string
+    holding U+2028, U+2029, U+0085 or a form feed -- valid inside JSON -- stays one line
+    (``str.splitlines`` would cut it)."""
+    lines = text.split("\n")
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _parse_line(line: str, lineno: int):
+    where = f"trace line {lineno}"
+    lim = LIMITS["trace_line_chars"]
+    if len(line) > lim.value:
+        raise _bad(where, f"the line has {len(line)} characters, more than {lim.value} "
+                   f"(limit 'trace_line_chars': {lim.reason})")
+    depth = LIMITS["json_depth"]
+    if json_depth(line) > depth.value:
+        raise _bad(where, f"the JSON nests deeper than {depth.value} levels (limit 'json_depth': {depth.reason})")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise _bad(where, f"not valid JSON ({e.msg} at column {e.colno}); each line holds one event object") from None
+    except (ValueError, RecursionError) as e:   # e.g. an integer of more than 4300 digits
+        raise _bad(where, f"not valid JSON ({str(e)[:80]}); each line holds one event object") from None
+
+
 def parse_trace(text: str) -> list[Event]:
-    """Events of a JSON-lines trace (blank lines skipped); a bad line raises :class:`TraceError`."""
+    """Events of a JSON-lines trace (blank lines skipped); a bad line raises :class:`TraceError`.
+    Lines are split on "\\n" only (:func:`split_lines`); sizes are bounded by :mod:`refmodel.limits`
+    (``trace_bytes``, ``trace_line_chars``, ``trace_events``, ``json_depth``)."""
+    if not isinstance(text, str):
+        raise TraceError(f"a trace is JSON-lines text, got {excerpt(text)}")
+    check_limit("trace_bytes", len(text), "a trace (characters)")
     events: list[Event] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise _bad(f"trace line {lineno}", f"not valid JSON ({e.msg} at column {e.colno}); "
-                       f"each line holds one event object") from None
+        d = _parse_line(line, lineno)
+        if len(events) >= MAX_EVENTS:
+            raise _bad(f"trace line {lineno}", f"a trace has at most {MAX_EVENTS} events "
+                       f"(limit 'trace_events': {LIMITS['trace_events'].reason})")
         events.append(event_from_dict(d, len(events), lineno))
     return events
 
 
 def load_trace(path) -> list[Event]:
-    """Read and parse a trace file."""
+    """Read and parse a trace file (at most ``trace_bytes`` characters are read)."""
+    cap = limit("trace_bytes")
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError(f"cannot read trace {path}: {e.strerror}") from None
+            text = f.read(cap + 1)
     except UnicodeDecodeError:
-        raise InputError(f"trace {path} is not UTF-8 text; a trace is JSON lines") from None
+        raise InputError(f"trace {excerpt(str(path))} is not UTF-8 text; a trace is JSON lines") from None
+    except OSError as e:
+        raise InputError(f"cannot read trace {excerpt(str(path))}: {e.strerror or e}") from None
+    except (TypeError, ValueError) as e:   # not a path at all, or a NUL in it
+        raise InputError(f"cannot read trace {excerpt(path)}: {str(e)[:80]}") from None
+    if len(text) > cap:
+        check_limit("trace_bytes", len(text), f"trace {excerpt(str(path))} (characters)")
     return parse_trace(text)
 
 

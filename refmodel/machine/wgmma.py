@@ -16,12 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import element_dtype
-from ..validate import _describe, as_array
+from ..limits import SMEM_ADDRESS
+from ..validate import _describe, as_array, check_flag, check_instr, check_int, check_registers
 from ..errors import DTypeError, InputError
 from ..layouts.descriptor import MatrixDescriptor, operand_addresses
 from ..layouts.fragment import (pack_accumulator, unpack_a_fragment, unpack_accumulator)
 from ..numerics.wgmma import wgmma as _wgmma_math
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
+
+EXAMPLE_INSTR = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
 
 
 def _image(smem) -> np.ndarray:
@@ -33,16 +36,18 @@ def _image(smem) -> np.ndarray:
 
 
 def _flag(name: str, v) -> int:
-    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
-        return int(v)
-    raise InputError(f"{name} must be 0 or 1, got {_describe(v)}")
+    """An imm-trans immediate: 0 or 1 (True/False), through the one boolean checker."""
+    try:
+        return int(check_flag(name, v))
+    except InputError:
+        raise InputError(f"{name} must be 0 or 1 (or True/False), got {_describe(v)}") from None
 
 
 def _desc(name: str, d) -> MatrixDescriptor:
     if isinstance(d, MatrixDescriptor):
         return d
     if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-        raise InputError(f"{name} must be a 64-bit descriptor (int), got {type(d).__name__}")
+        raise InputError(f"{name} must be a 64-bit descriptor (int), got {_describe(d)}")
     return MatrixDescriptor.decode(int(d))
 
 
@@ -53,10 +58,10 @@ def read_operand(smem, desc, rows: int, k: int, dtype_name: str, *, major: str =
     img = _image(smem)
     d = _desc(f"{name} descriptor", desc)
     dt = element_dtype(dtype_name)
+    smem_base = check_int("smem_base", smem_base, 0, SMEM_ADDRESS, multiple=16,
+                          rule="the shared address of the image's first byte, 16-byte aligned")
     addr = operand_addresses(d, rows, k, dt.itemsize, major=major)
-    if not isinstance(smem_base, (int, np.integer)) or isinstance(smem_base, bool) or smem_base < 0:
-        raise InputError(f"smem_base must be a non-negative int, got {_describe(smem_base)}")
-    rel = addr - int(smem_base)
+    rel = addr - smem_base
     lo, hi = int(rel.min()), int(rel.max())
     if lo < 0 or hi >= img.size:
         field = "start address" if lo < 0 or d.sbo == 0 else "start address / SBO / LBO"
@@ -88,7 +93,7 @@ def wgmma_smem(instr: str, smem, a_desc, b_desc, c=None, *, smem_base: int = 0, 
     ``a_desc``/``b_desc`` 64-bit descriptors (ints or :class:`MatrixDescriptor`);
     ``c`` (64, N) in the accumulator's dtype (None: zeros).
     """
-    form = parse_wgmma(instr)
+    form = parse_wgmma(check_instr("instr", instr, EXAMPLE_INSTR))
     ta, tb = _flag("imm_trans_a", imm_trans_a), _flag("imm_trans_b", imm_trans_b)
     a, b = _operands(form, smem, a_desc, b_desc, smem_base, ta, tb)
     return _wgmma_math(form.instr, a, b, c, scale_d=scale_d, imm_scale_a=imm_scale_a,
@@ -103,7 +108,7 @@ def wgmma_registers(instr: str, smem, a, b_desc, c_regs=None, *, smem_base: int 
     ``a`` is a descriptor (SS form) or the A registers, uint32 (128, 4) (RS form: the
     register fragment of :mod:`refmodel.layouts.fragment`).  ``c_regs`` None means zeros.
     """
-    form = parse_wgmma(instr)
+    form = parse_wgmma(check_instr("instr", instr, EXAMPLE_INSTR))
     ta, tb = _flag("imm_trans_a", imm_trans_a), _flag("imm_trans_b", imm_trans_b)
     regs_a = not isinstance(a, (int, np.integer, MatrixDescriptor))
     if regs_a and ta:
@@ -113,7 +118,7 @@ def wgmma_registers(instr: str, smem, a, b_desc, c_regs=None, *, smem_base: int 
         ar = as_array("A registers", a)
         if ar.shape != (128, 4) or ar.dtype.kind not in "iu":
             raise InputError(f"A registers must be uint32 of shape (128, 4), got {ar.dtype.name} {ar.shape}")
-        a_mat = unpack_a_fragment(ar.astype(np.uint32), form.dtype_a)
+        a_mat = unpack_a_fragment(check_registers("A registers", ar), form.dtype_a)
     c = None if c_regs is None else unpack_accumulator(as_array("c_regs", c_regs), form.n, form.dtype_d)
     d = _wgmma_math(form.instr, a_mat, b, c, scale_d=scale_d, imm_scale_a=imm_scale_a,
                     imm_scale_b=imm_scale_b)

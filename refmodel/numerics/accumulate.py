@@ -39,6 +39,7 @@ import numba
 import numpy as np
 
 from ..errors import DTypeError, InputError
+from ..validate import _describe, check_instr
 from .formats import TF32, FormatSpec, format_spec
 from ..wgmma_forms import WgmmaForm
 
@@ -73,11 +74,11 @@ class AccumParams:
 
     def __post_init__(self):
         if self.acc not in ("f32", "f16"):
-            raise InputError(f"acc must be 'f32' or 'f16', got {self.acc!r}")
+            raise InputError(f"acc must be 'f32' or 'f16', got {_describe(self.acc)}")
         if self.rounding not in ("rz", "rne"):
-            raise InputError(f"rounding must be 'rz' or 'rne', got {self.rounding!r}")
+            raise InputError(f"rounding must be 'rz' or 'rne', got {_describe(self.rounding)}")
         if self.overflow not in ("inf", "satfinite"):
-            raise InputError(f"overflow must be 'inf' or 'satfinite', got {self.overflow!r}")
+            raise InputError(f"overflow must be 'inf' or 'satfinite', got {_describe(self.overflow)}")
         if not 0 < self.round_mbits <= self.acc_spec.mbits:
             raise InputError(f"round_mbits must be in 1..{self.acc_spec.mbits} for {self.acc}, "
                              f"got {self.round_mbits}")
@@ -108,7 +109,7 @@ class IntAccumParams:
         for name in ("overflow_plain", "overflow_satfinite"):
             v = getattr(self, name)
             if v not in ("wrap", "clamp"):
-                raise InputError(f"{name} must be 'wrap' or 'clamp', got {v!r}")
+                raise InputError(f"{name} must be 'wrap' or 'clamp', got {_describe(v)}")
 
 
 #: (family, accumulator) -> numerics.  Leads: MMA-Sim (Hopper wgmma), Khattak & Mikaitis.
@@ -129,12 +130,20 @@ def params_for(form: WgmmaForm) -> Union[AccumParams, IntAccumParams]:
     from ..wgmma_forms import WgmmaForm, parse_wgmma
 
     if not isinstance(form, WgmmaForm):
-        form = parse_wgmma(form)  # a FormError for anything that is not a wgmma opcode
+        form = parse_wgmma(check_instr("instr", form, "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"))
     return BINDING[(form.family, form.dtype_d)]
 
 
 def with_params(p: AccumParams, **changes) -> AccumParams:
     """A copy of ``p`` with some fields changed (validated), e.g. ``with_params(p, F=14)``."""
+    import dataclasses
+
+    if not isinstance(p, (AccumParams, IntAccumParams)):
+        raise InputError(f"with_params takes AccumParams or IntAccumParams, got {_describe(p)}")
+    names = [f.name for f in dataclasses.fields(p)]
+    unknown = [k for k in changes if k not in names]
+    if unknown:
+        raise InputError(f"{type(p).__name__} has no field {_describe(unknown[0])}; its fields are {', '.join(names)}")
     return replace(p, **changes)
 
 
@@ -444,7 +453,7 @@ def promote(acc: np.ndarray, partial: np.ndarray, scale_rows, scale_cols, op: st
     """One promotion step in place: ``acc += scale_rows[:, None] * scale_cols[None, :] *
     partial`` in float32 with the rounding of ``op`` (:func:`promote_one`).  Returns ``acc``."""
     if op not in PROMOTE_OPS:
-        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {op!r}")
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(op)}")
     if acc.dtype != np.float32 or acc.ndim != 2 or not acc.flags.c_contiguous:
         raise DTypeError(f"acc must be a C-contiguous 2-D float32 array, got {acc.dtype} {acc.shape}")
     R, N = acc.shape
@@ -702,7 +711,7 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
         accf = np.zeros((1, 1), np.float32)
     op = PROMOTE_OPS.index(promote_op) if promote_op in PROMOTE_OPS else -1
     if op < 0:
-        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {promote_op!r}")
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(promote_op)}")
     _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
                   B.sig, B.exp, B.cls, B.any_zero, B.any_special,
                   np.ascontiguousarray(B.any_special.any(axis=2)),

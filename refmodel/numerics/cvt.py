@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, FormError, InputError
-from ..validate import as_array, broadcast
+from ..limits import check_limit
+from ..validate import _describe, as_array, broadcast
 from .formats import FORMATS, format_spec
 from .fp8 import convert_codes
 from .sweep import encode_f32_fast
@@ -101,16 +102,17 @@ _TYPES = set(_F8) | set(_H2) | {"f32"}
 def parse_cvt(instr: str) -> CvtForm:
     """Parse and validate a cvt opcode (modifiers, no operands) against :data:`CVT_FORMS`."""
     if not isinstance(instr, str):
-        raise InputError(f"instr must be a string such as 'cvt.rn.satfinite.e4m3x2.f32', got {instr!r}")
+        raise InputError(f"instr must be a string such as 'cvt.rn.satfinite.e4m3x2.f32', got {_describe(instr)}")
+    check_limit("instr_chars", len(instr), "instr (a cvt opcode)")
     words = instr.strip().rstrip(";").split()
     if not words:
-        raise FormError(f"instr must be a cvt opcode such as 'cvt.rn.satfinite.e4m3x2.f32', got {instr!r}")
+        raise FormError(f"instr must be a cvt opcode such as 'cvt.rn.satfinite.e4m3x2.f32', got {_describe(instr)}")
     parts = words[0].split(".")
     if parts[0] != "cvt":
-        raise FormError(f"not a cvt instruction: {instr!r}")
+        raise FormError(f"not a cvt instruction: {_describe(instr)}")
     parts = parts[1:]
     if len(parts) < 2 or parts[-1] not in _TYPES or parts[-2] not in _TYPES:
-        raise FormError(f"{instr!r}: the last two fields must be the destination and source types, "
+        raise FormError(f"{_describe(instr)}: the last two fields must be the destination and source types, "
                         f"one of {', '.join(sorted(_TYPES))}")
     dst, src = parts[-2], parts[-1]
     mods = parts[:-2]
@@ -118,27 +120,27 @@ def parse_cvt(instr: str) -> CvtForm:
     flags = [m for m in mods if m not in rnd]
     unknown = [m for m in flags if m not in ("relu", "satfinite")]
     if unknown:
-        raise FormError(f"{instr!r}: unknown modifier .{unknown[0]}; allowed are a rounding mode, .relu, .satfinite")
+        raise FormError(f"{_describe(instr)}: unknown modifier .{unknown[0]}; allowed are a rounding mode, .relu, .satfinite")
     if len(rnd) != 1:
-        raise FormError(f"{instr!r}: exactly one rounding modifier is required (.rn{', .rz' if dst in _H2 else ''})")
+        raise FormError(f"{_describe(instr)}: exactly one rounding modifier is required (.rn{', .rz' if dst in _H2 else ''})")
     if len(set(flags)) != len(flags):
-        raise FormError(f"{instr!r}: a modifier is repeated")
+        raise FormError(f"{_describe(instr)}: a modifier is repeated")
     relu, sat = "relu" in flags, "satfinite" in flags
     key = (rnd[0], relu, sat, dst, src)
     if key in _BY_KEY:
         return _BY_KEY[key]
     # explain which rule is broken
     if dst in _F8 and src in ("f32", "f16x2") and not sat:
-        raise FormError(f"{instr!r}: conversion to .{dst} requires .satfinite on sm_90a")
+        raise FormError(f"{_describe(instr)}: conversion to .{dst} requires .satfinite on sm_90a")
     if dst in _F8 and src in ("f32", "f16x2") and rnd[0] != "rn":
-        raise FormError(f"{instr!r}: conversion to .{dst} rounds with .rn only")
+        raise FormError(f"{_describe(instr)}: conversion to .{dst} rounds with .rn only")
     if src in _F8 and dst == "f16x2" and sat:
-        raise FormError(f"{instr!r}: .f16x2.{src} takes no .satfinite (the conversion is exact)")
+        raise FormError(f"{_describe(instr)}: .f16x2.{src} takes no .satfinite (the conversion is exact)")
     if src in _F8 and dst == "f16x2":
-        raise FormError(f"{instr!r}: .f16x2.{src} rounds with .rn only")
+        raise FormError(f"{_describe(instr)}: .f16x2.{src} rounds with .rn only")
     if dst in _H2 and src == "f32":
-        raise FormError(f"{instr!r}: .{dst}.f32 rounds with .rn or .rz only")
-    raise FormError(f"{instr!r}: no cvt from .{src} to .{dst} on sm_90a; valid pairs are "
+        raise FormError(f"{_describe(instr)}: .{dst}.f32 rounds with .rn or .rz only")
+    raise FormError(f"{_describe(instr)}: no cvt from .{src} to .{dst} on sm_90a; valid pairs are "
                     "f8x2<-f32, f8x2<-f16x2, f16x2<-f8x2, f16x2/bf16x2<-f32")
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import atomic_write
-from ..validate import check_int
+from ..limits import check_limit
+from ..validate import _describe, check_instr, check_int
 from .fp8 import encode
 from ..dtypes import element_dtype
 from .gemm import PROMOTE_OPS, gemm
@@ -38,6 +39,21 @@ def _draw(rng: np.random.Generator, name: str, shape, dist: str) -> np.ndarray:
     return x.astype(np.float32).astype(element_dtype(name))
 
 
+def _items(name: str, v, what: str) -> list:
+    """A short list from a sequence argument (not a string, not unbounded)."""
+    try:
+        if isinstance(v, (str, bytes, dict)):
+            raise TypeError
+        it = iter(v)
+    except TypeError:   # not iterable (a number, a 0-d array)
+        raise InputError(f"{name} must be a sequence of {what}, got {_describe(v)}") from None
+    out = []
+    for x in it:
+        out.append(x)
+        check_limit("sweep_items", len(out), f"{name} (entries)")
+    return out
+
+
 def error_vs_k(instr: str = DEFAULT_INSTR, ks: Sequence[int] = (512, 1024, 2048, 4096, 8192, 16384),
                promote: Iterable[Optional[int]] = (None, 1, 4, 16), *, m: int = 64,
                n: Optional[int] = None, dist: str = "uniform", seed: int = 0,
@@ -51,25 +67,28 @@ def error_vs_k(instr: str = DEFAULT_INSTR, ks: Sequence[int] = (512, 1024, 2048,
     Returns rows ``{"k", "promote_every", "rel_err", "max_rel_err"}``: ``rel_err`` =
     ||D - R||_F / ||R||_F and ``max_rel_err`` = max |D - R| / |R| over R != 0.
     """
-    form = parse_wgmma(instr)
+    form = parse_wgmma(check_instr("instr", instr, DEFAULT_INSTR))
     if form.family == "int8":
         raise InputError("error_vs_k needs a floating-point wgmma form; integer wgmma is exact")
-    if dist not in DISTRIBUTIONS:
-        raise InputError(f"dist must be one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
-    if promote_op not in PROMOTE_OPS:
-        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {promote_op!r}")
-    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
-        raise InputError(f"ks must be a sequence of K values, got {ks!r}")
+    if not isinstance(dist, str) or dist not in DISTRIBUTIONS:
+        raise InputError(f"dist must be one of {', '.join(DISTRIBUTIONS)}, got {_describe(dist)}")
+    if not isinstance(promote_op, str) or promote_op not in PROMOTE_OPS:
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(promote_op)}")
+    ks = _items("ks", ks, "K values")
     ks = sorted(check_int("each K", k) for k in ks)
     if not ks or ks[0] <= 0 or any(k % form.k for k in ks):
-        raise InputError(f"ks must be positive multiples of {form.k}, got {ks}")
-    n = form.n if n is None else n
+        raise InputError(f"ks must be positive multiples of {form.k}, got {_describe(ks)}")
+    check_limit("error_k", ks[-1], "each K")
+    m = check_int("m", m, 1, multiple=64, limit="error_dim", rule="a positive multiple of 64, the wgmma M")
+    n = form.n if n is None else check_int("n", n)
     if n <= 0 or n % form.n:
-        raise InputError(f"n must be a positive multiple of the instruction's N = {form.n}, got {n}")
-    promote = list(promote)
+        raise InputError(f"n must be a positive multiple of the instruction's N = {form.n}, got {_describe(n)}")
+    check_limit("error_dim", n, "n")
+    seed = check_int("seed", seed, 0, (1 << 64) - 1)
+    promote = _items("promote", promote, "promotion intervals (positive integers or None)")
     for pe in promote:
         if pe is not None and (isinstance(pe, bool) or not isinstance(pe, (int, np.integer)) or pe <= 0):
-            raise InputError(f"promotion intervals must be positive integers or None, got {pe!r}")
+            raise InputError(f"promotion intervals must be positive integers or None, got {_describe(pe)}")
         if pe is not None and all((k // form.k) % pe for k in ks):
             raise InputError(f"promotion interval {pe} divides none of the instruction counts "
                              f"K/{form.k} = {', '.join(str(k // form.k) for k in ks)}")

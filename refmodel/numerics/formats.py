@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import InputError
+from ..validate import _describe
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,11 @@ def format_spec(name: str | FormatSpec) -> FormatSpec:
     """Look a format up by name (``e4m3``, ``e5m2``, ``f16``, ``bf16``, ``tf32``, ``f32``, ``f64``)."""
     if isinstance(name, FormatSpec):
         return name
-    key = _ALIASES.get(str(name).lower(), str(name).lower())
+    if isinstance(name, np.dtype):
+        name = name.name
+    key = _ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else None
     if key not in FORMATS:
-        raise InputError(f"unknown format {name!r}; known formats are {', '.join(FORMATS)}")
+        raise InputError(f"unknown format {_describe(name)}; known formats are {', '.join(FORMATS)}")
     return FORMATS[key]
 
 

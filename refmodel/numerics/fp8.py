@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..validate import as_array, broadcast, check_codes
+from ..validate import _describe, as_array, broadcast, check_codes, check_flag
 from .formats import FormatSpec, F16, BF16, F32, F64, format_spec, fp8_spec
 
 POLICIES = ("satfinite", "nosat", "relu")
@@ -117,7 +117,7 @@ def _encode_array(bits, out, se, sm, src_ieee, de, dm, max_code, nan_code, inf_c
 
 def _policy_flags(policy: str) -> tuple[bool, bool]:
     if not isinstance(policy, str) or policy not in POLICIES:
-        raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {_describe(policy)}")
     return policy != "nosat", policy == "relu"
 
 
@@ -152,6 +152,7 @@ def convert_codes(codes, src: str | FormatSpec, dst: str | FormatSpec, *,
                   saturate: bool = True, relu: bool = False, rz: bool = False) -> np.ndarray:
     """Convert raw codes of one format (integer array) to codes of another (<= 16 bits)."""
     s, d = format_spec(src), format_spec(dst)
+    saturate, relu, rz = (check_flag("saturate", saturate), check_flag("relu", relu), check_flag("rz", rz))
     c = np.ascontiguousarray(np.asarray(codes).astype(np.uint64)).reshape(-1)
     out = np.empty(c.size, dtype=_out_dtype(d))
     _encode_array(c, out, s.ebits, s.mbits, s.ieee_specials,
@@ -169,6 +170,7 @@ def round_to_format(x, fmt: str | FormatSpec, *, saturate: bool = True,
     Returns uint8 codes for FP8 and uint16 codes for f16/bf16, shaped like ``x``.
     """
     dst = format_spec(fmt)
+    saturate, relu, rz = (check_flag("saturate", saturate), check_flag("relu", relu), check_flag("rz", rz))
     out_dtype = _out_dtype(dst)
     arr = _as_float_array(x)
     src, utype = _SOURCE_SPECS[arr.dtype]

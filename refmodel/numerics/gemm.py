@@ -49,7 +49,7 @@ from .accumulate import (PROMOTE_OPS, decode_operand, fdpa_chain, fma_f32, int_d
 from ..errors import DTypeError, InputError
 from .fp8 import round_to_format
 from ..dtypes import bits_of, element_dtype, from_bits
-from ..validate import as_array, as_float32
+from ..validate import _describe, as_array, as_float32, check_instr
 from .wgmma import (Params, _check_params, operand_codes,
                     operand_spec)
 from ..wgmma_forms import M as M_INSTR, parse_wgmma
@@ -112,7 +112,7 @@ def _out_dtype(out_dtype):
     except (TypeError, ValueError):
         key = None
     if key not in _OUT_DTYPES:
-        raise InputError(f"out_dtype must be f32, f16 or bf16 (or s32 for integer forms), got {out_dtype!r}")
+        raise InputError(f"out_dtype must be f32, f16 or bf16 (or s32 for integer forms), got {_describe(out_dtype)}")
     return _OUT_DTYPES[key]
 
 
@@ -141,7 +141,7 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
     dtype), or with ``promote_every`` the float32 accumulator's start.
     Returns the accumulator dtype (float32 when promoting) or ``out_dtype``.
     """
-    form = parse_wgmma(instr)
+    form = parse_wgmma(check_instr("instr", instr, "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"))
     p = _check_params(form, params)
     a = _matrix("a", a, form.dtype_a, "(M, K)")
     b = _matrix("b", b, form.dtype_b, "(K, N)")
@@ -155,15 +155,15 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
     N = b.shape[1]
     if N == 0 or N % form.n:
         raise InputError(f"N must be a positive multiple of {form.n} for {form.shape}, got {N}")
-    if promote_op not in PROMOTE_OPS:
-        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {promote_op!r}")
+    if not isinstance(promote_op, str) or promote_op not in PROMOTE_OPS:
+        raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(promote_op)}")
     odt = _out_dtype(out_dtype)
     n_instr = K // form.k
     if promote_every is not None:
         if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) \
                 or promote_every <= 0 or n_instr % promote_every:
             raise InputError(f"promote_every must be a positive divisor of the number of "
-                             f"instructions K/{form.k} = {n_instr}, got {promote_every!r}")
+                             f"instructions K/{form.k} = {n_instr}, got {_describe(promote_every)}")
         if form.family == "int8":
             raise InputError("promote_every applies to floating-point forms; integer wgmma accumulates exactly in s32")
     elif scale_a is not None or scale_b is not None:

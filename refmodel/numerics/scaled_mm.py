@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..validate import as_array, as_float32
+from ..validate import _describe, as_array, as_float32, check_flag
 from .fp8 import round_to_format
 from .gemm import gemm
 
@@ -35,9 +35,10 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, out_dtype: str = "bf16", use_fast_ac
     scales: float32 scalars (per tensor) or ``scale_a`` (M, 1) with ``scale_b`` (1, N).
     """
     dt = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+    use_fast_accum = check_flag("use_fast_accum", use_fast_accum)
     for nm, f in (("fmt_a", fmt_a), ("fmt_b", fmt_b)):
         if not isinstance(f, str) or f not in dt:
-            raise InputError(f"{nm} must be 'e4m3' or 'e5m2', got {f!r}")
+            raise InputError(f"{nm} must be 'e4m3' or 'e5m2', got {_describe(f)}")
     a = as_array("a", a, what="an (M, K) array of FP8 codes")
     b_nk = as_array("b_nk", b_nk, what="an (N, K) array of FP8 codes")
     for nm, x, f in (("a", a, fmt_a), ("b_nk", b_nk, fmt_b)):
@@ -53,7 +54,7 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, out_dtype: str = "bf16", use_fast_ac
     m, k = a.shape
     n = b.shape[1]
     if not isinstance(out_dtype, str) or out_dtype not in _OUT:
-        raise InputError(f"out_dtype must be one of {', '.join(_OUT)}, got {out_dtype!r}")
+        raise InputError(f"out_dtype must be one of {', '.join(_OUT)}, got {_describe(out_dtype)}")
     if m % 64 or n % 8 or k % 128:
         raise InputError(f"this model covers M % 64 == 0, N % 8 == 0, K % 128 == 0; got {m}x{n}x{k}")
     instr = f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{fmt_a}.{fmt_b}"

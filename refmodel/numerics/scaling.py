@@ -80,7 +80,8 @@ from typing import Optional, Union
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..validate import as_array, as_real, check_codes, check_real_scalar
+from ..limits import check_limit, limit
+from ..validate import _describe, as_array, as_real, check_codes, check_flag, check_real_scalar
 from .formats import FormatSpec, fp8_spec
 from .fp8 import POLICIES, _as_float_array, decode, encode
 
@@ -88,8 +89,8 @@ SCALE_FORMATS = ("f32", "e8m0")
 POW2_RULES = ("ceil", "mx")
 QUANT_OPS = ("div", "mul_reciprocal")
 DELAYED_ALGOS = ("max", "most_recent")
-MAX_MARGIN = 64
-MAX_TILE = 2**31 - 1
+MAX_MARGIN = limit("quantize_margin")
+MAX_TILE = limit("quantize_tile")
 
 E8M0_BIAS = 127
 E8M0_NAN = 0xFF
@@ -116,13 +117,14 @@ class Granularity:
         return f"{self.rows}x{self.cols}" if self.kind == "tile" else self.kind
 
     def tile(self, shape: tuple) -> tuple[int, int]:
-        """Tile size (R, C) over the last two dims of an array of ``shape``."""
+        """Tile size (R, C) over the last two dims of an array of ``shape``; a tile larger than
+        the array is cut to it (one block either way: the same scales, and no padding to 2**31)."""
         m, n = shape[-2], shape[-1]
         if self.kind == "row":
             return 1, max(n, 1)
         if self.kind == "col":
             return max(m, 1), 1
-        return self.rows, self.cols
+        return min(self.rows, max(m, 1)), min(self.cols, max(n, 1))
 
 
 def parse_granularity(granularity: GranularityLike) -> Granularity:
@@ -130,7 +132,7 @@ def parse_granularity(granularity: GranularityLike) -> Granularity:
     if isinstance(granularity, Granularity):
         return granularity
     if isinstance(granularity, tuple) and len(granularity) == 2 and all(
-            isinstance(v, (int, np.integer)) for v in granularity):
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in granularity):
         r, c = int(granularity[0]), int(granularity[1])
     elif isinstance(granularity, str) and granularity.strip().lower() in ("tensor", "row", "col"):
         return Granularity(granularity.strip().lower())
@@ -138,12 +140,14 @@ def parse_granularity(granularity: GranularityLike) -> Granularity:
         m = _TILE_RE.match(granularity) if isinstance(granularity, str) else None
         if m is None:
             raise InputError("granularity must be 'tensor', 'row', 'col' or a tile like "
-                             f"'1x128', got {granularity!r}")
+                             f"'1x128', got {_describe(granularity)}")
+        if len(m.group(1)) > 12 or len(m.group(2)) > 12:  # more digits than any int32
+            raise InputError(f"tile sizes must be at most {MAX_TILE} (limit 'quantize_tile'), got "
+                             f"{_describe(granularity)}")
         r, c = int(m.group(1)), int(m.group(2))
     if r < 1 or c < 1:
-        raise InputError(f"tile sizes must be positive, got '{r}x{c}'")
-    if r > MAX_TILE or c > MAX_TILE:
-        raise InputError(f"tile sizes must be at most 2**31 - 1, got '{r}x{c}'")
+        raise InputError(f"tile sizes must be positive, got '{_describe(r)}x{_describe(c)}'")
+    check_limit("quantize_tile", max(r, c), f"tile sizes (got '{_describe(r)}x{_describe(c)}')")
     return Granularity("tile", r, c)
 
 
@@ -221,22 +225,22 @@ def _check_options(scale_format: str, pow2: Optional[str], margin, amax_floor,
                    quant_op: str = "div", policy: str = "satfinite") -> Optional[str]:
     """Validate the recipe options; returns the effective pow2 rule."""
     if not isinstance(scale_format, str) or scale_format not in SCALE_FORMATS:
-        raise InputError(f"scale_format must be 'f32' or 'e8m0', got {scale_format!r}")
+        raise InputError(f"scale_format must be 'f32' or 'e8m0', got {_describe(scale_format)}")
     if pow2 is not None and (not isinstance(pow2, str) or pow2 not in POW2_RULES):
-        raise InputError(f"pow2 must be None, 'ceil' or 'mx', got {pow2!r}")
+        raise InputError(f"pow2 must be None, 'ceil' or 'mx', got {_describe(pow2)}")
     if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) \
             or not 0 <= margin <= MAX_MARGIN:
-        raise InputError(f"margin must be an integer from 0 to {MAX_MARGIN}, got {margin!r}")
+        raise InputError(f"margin must be an integer from 0 to {MAX_MARGIN}, got {_describe(margin)}")
     try:
         floor_ok = check_real_scalar("amax_floor", amax_floor, finite=True) >= 0
     except InputError:
         floor_ok = False
     if not floor_ok:
-        raise InputError(f"amax_floor must be a finite number >= 0, got {amax_floor!r}")
+        raise InputError(f"amax_floor must be a finite number >= 0, got {_describe(amax_floor)}")
     if not isinstance(quant_op, str) or quant_op not in QUANT_OPS:
-        raise InputError(f"quant_op must be 'div' or 'mul_reciprocal', got {quant_op!r}")
+        raise InputError(f"quant_op must be 'div' or 'mul_reciprocal', got {_describe(quant_op)}")
     if not isinstance(policy, str) or policy not in POLICIES:
-        raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        raise InputError(f"policy must be one of {', '.join(POLICIES)}, got {_describe(policy)}")
     if scale_format == "e8m0" and pow2 is None:
         return "mx"
     return pow2
@@ -400,9 +404,10 @@ class DelayedScaling:
         self.spec = fp8_spec(fmt)
         if isinstance(history_len, bool) or not isinstance(history_len, (int, np.integer)) \
                 or history_len < 1:
-            raise InputError(f"history_len must be a positive integer, got {history_len!r}")
-        if algo not in DELAYED_ALGOS:
-            raise InputError(f"algo must be 'max' or 'most_recent', got {algo!r}")
+            raise InputError(f"history_len must be a positive integer, got {_describe(history_len)}")
+        check_limit("delayed_history", int(history_len), "history_len")
+        if not isinstance(algo, str) or algo not in DELAYED_ALGOS:
+            raise InputError(f"algo must be 'max' or 'most_recent', got {_describe(algo)}")
         _check_options("f32", None, margin, 0.0)
         self.history_len = int(history_len)
         self.algo = algo
@@ -466,6 +471,7 @@ def describe_recipe(fmt: str | FormatSpec = "e4m3", granularity: GranularityLike
     spec = fp8_spec(fmt)
     g = parse_granularity(granularity)
     rule = _check_options(scale_format, pow2, margin, amax_floor, quant_op, policy)
+    delayed = check_flag("delayed", delayed)
     fmax = f"{spec.max:g}"
     if g.kind == "tensor":
         where = "one scale for the whole tensor"

@@ -30,12 +30,28 @@ import numpy as np
 
 from ..dtypes import bits_of, element_dtype, from_bits
 from ..errors import DTypeError, InputError
-from ..validate import _describe, as_array, check_flag
-from ..wgmma_sp_forms import WgmmaSpForm, parse_wgmma_sp
+from ..limits import check_limit
+from ..validate import _describe, as_array, check_flag, check_instr
+from ..wgmma_sp_forms import WgmmaSpForm
+from ..wgmma_sp_forms import parse_wgmma_sp as _parse_wgmma_sp
 from .accumulate import AccumParams, IntAccumParams, decode_operand, fdpa, fdpa_chain, int_dot, int_dot_chain, params_for
 from .wgmma import operand_codes, operand_spec, operand_values
 
 M = 64
+EXAMPLE_INSTR = "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16"
+
+
+def parse_wgmma_sp(instr) -> WgmmaSpForm:
+    """:func:`refmodel.wgmma_sp_forms.parse_wgmma_sp` after a length check of the opcode."""
+    return _parse_wgmma_sp(check_instr("instr", instr, EXAMPLE_INSTR))
+
+
+def _check_imm(form, imm_scale_a, imm_scale_b) -> None:
+    for name, v in (("imm_scale_a", imm_scale_a), ("imm_scale_b", imm_scale_b)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in (1, -1):
+            raise InputError(f"{name} must be 1 or -1, got {_describe(v)}")
+        if v == -1 and not form.has_imm_scale:
+            raise InputError(f"{name} must be 1 for integer wgmma (no imm-scale operands), got -1")
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -183,12 +199,8 @@ def wgmma_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scal
     if isinstance(sp_sel, bool) or not isinstance(sp_sel, (int, np.integer)) or int(sp_sel) not in form.sp_sels:
         raise InputError(f"sp_sel must be {' or '.join(map(str, form.sp_sels))} for .{form.dtype_a} sparse wgmma, "
                          f"got {_describe(sp_sel)}")
-    check_flag("scale_d", scale_d)
-    for name, v in (("imm_scale_a", imm_scale_a), ("imm_scale_b", imm_scale_b)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in (1, -1):
-            raise InputError(f"{name} must be 1 or -1, got {_describe(v)}")
-        if v == -1 and not form.has_imm_scale:
-            raise InputError(f"{name} must be 1 for integer wgmma (no imm-scale operands), got -1")
+    scale_d = check_flag("scale_d", scale_d)
+    _check_imm(form, imm_scale_a, imm_scale_b)
     p = params_for(d) if params is None else params
     want = IntAccumParams if form.family == "int8" else AccumParams
     if not isinstance(p, want):
@@ -208,6 +220,8 @@ def wgmma_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scal
     except ValueError:
         raise InputError(f"batch dimensions of a_compressed {a.shape[:-2]}, meta {pos.shape[:-2]}, b {bb.shape[:-2]}"
                          f"{'' if c is None else f', c {c.shape[:-2]}'} do not broadcast") from None
+    check_limit("batch_elements", int(np.prod(batch, dtype=object)) * M * kc * N,
+                "the broadcast batch's gathered B elements (batch x 64 x K/2 x N)")
     a = np.broadcast_to(a, batch + a.shape[-2:])
     bb = np.broadcast_to(bb, batch + bb.shape[-2:])
     pos = np.broadcast_to(pos, batch + pos.shape[-2:])
@@ -240,10 +254,14 @@ def wgmma_sp_reference(instr: str, a_compressed, meta, b, c=None, *, scale_d=Tru
     """The readable float64 formula of :func:`wgmma_sp` (one batch, slow): per row, the dense
     fused dot product of the K/2 kept products with B's gathered rows (tests hold the two equal)."""
     form = parse_wgmma_sp(instr)
+    scale_d = check_flag("scale_d", scale_d)
+    _check_imm(form, imm_scale_a, imm_scale_b)
     p = params_for(form.dense)
     a = _check_operand("a_compressed", a_compressed, form.dtype_a, (M, form.k_compressed), form)
     bb = _check_operand("b", b, form.dtype_b, (form.k, form.n), form)
     pos = kept_positions(meta, form)
+    if c is not None:
+        c = _check_operand("c", c, form.dtype_d, (M, form.n), form)
     c = np.zeros((M, form.n), element_dtype(form.dtype_d)) if c is None or not scale_d else np.asarray(c)
     if form.family == "int8":
         clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
@@ -288,7 +306,7 @@ def gemm_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, promo
     steps = K // form.k
     if promote_every is not None and (isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer))
                                       or promote_every <= 0 or steps % promote_every):
-        raise InputError(f"promote_every must be a positive divisor of the {steps} instructions, got {promote_every!r}")
+        raise InputError(f"promote_every must be a positive divisor of the {steps} instructions, got {_describe(promote_every)}")
     if promote_every is not None and form.family == "int8":
         raise InputError("promote_every applies to floating-point forms; integer wgmma accumulates exactly in s32")
     kc, mc = form.k_compressed, form.meta_cols

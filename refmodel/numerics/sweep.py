@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from ..errors import InputError
+from ..validate import check_flag, check_int
 from .formats import FormatSpec, format_spec
 
 CHUNK_BITS = 24
@@ -80,6 +81,7 @@ def _fast_range_kernel(base, out, shift, bias_adj, min_normal_bits, qe, max_code
 
 
 def _fast_params(dst: FormatSpec, saturate: bool, relu: bool) -> tuple:
+    saturate, relu = check_flag("saturate", saturate), check_flag("relu", relu)
     if dst.bits > 16 or dst.mbits >= 23 or dst.ebits > 8:
         raise InputError(f"the fast float32 encoder targets formats narrower than f32, got {dst.name}")
     shift = 23 - dst.mbits
@@ -106,6 +108,7 @@ def sweep_chunk(fmt: str, relu: bool, chunk: int, out: np.ndarray | None = None,
                 saturate: bool = True) -> np.ndarray:
     """refmodel's output bytes for inputs chunk*2**24 .. (chunk+1)*2**24 - 1."""
     dst = format_spec(fmt)
+    chunk = check_int("chunk", chunk, 0, N_CHUNKS - 1)
     if out is None:
         out = np.empty(CHUNK, dtype=np.uint8)
     _fast_range_kernel(np.int64(chunk) << CHUNK_BITS, out, *_fast_params(dst, saturate, relu))
@@ -116,7 +119,8 @@ def sweep_digests(fmt: str, relu: bool, chunks: Iterable[int] | None = None,
                   workers: int = 2, *, saturate: bool = True) -> tuple[list[str], str | None]:
     """(chunk digests, total digest) of refmodel's sweep (``saturate=False``: the
     nosat policy).  The total is None unless all 256 chunks were computed."""
-    idx = list(range(N_CHUNKS)) if chunks is None else list(chunks)
+    idx = list(range(N_CHUNKS)) if chunks is None else [check_int("chunk", c, 0, N_CHUNKS - 1) for c in chunks]
+    workers = check_int("workers", workers, 1, 256)
     digests: dict[int, str] = {}
     bufs = [np.empty(CHUNK, dtype=np.uint8) for _ in range(workers + 1)]
     with ThreadPoolExecutor(max_workers=workers) as ex:

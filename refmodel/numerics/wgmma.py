@@ -33,12 +33,14 @@ from .accumulate import (AccumParams, IntAccumParams, decode_operand, fdpa, fdpa
 from ..errors import DTypeError, InputError
 from .formats import BF16, E4M3, E5M2, F16, FormatSpec
 from ..dtypes import bits_of, element_dtype, from_bits
-from ..validate import as_array, check_flag, check_int
+from ..limits import check_limit
+from ..validate import _describe, as_array, check_flag, check_instr, check_int
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 Params = Union[AccumParams, IntAccumParams]
 
 _SPECS = {"e4m3": E4M3, "e5m2": E5M2, "f16": F16, "bf16": BF16}
+EXAMPLE_INSTR = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
 
 
 # ----------------------------------------------------------------------------- validation
@@ -60,7 +62,7 @@ def _check_scales(form: WgmmaForm, scale_d, imm_scale_a, imm_scale_b) -> None:
     check_flag("scale_d", scale_d)
     for name, v in (("imm_scale_a", imm_scale_a), ("imm_scale_b", imm_scale_b)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in (1, -1):
-            raise InputError(f"{name} must be 1 or -1, got {v!r}")
+            raise InputError(f"{name} must be 1 or -1, got {_describe(v)}")
         if v == -1 and not form.has_imm_scale:
             raise InputError(f"{name} must be 1 for integer wgmma (the .{form.dtype_a} forms "
                              f"have no imm-scale operands), got -1")
@@ -84,7 +86,7 @@ def prepare(instr: str, a, b, c, scale_d=True, imm_scale_a=1, imm_scale_b=1,
             params: Optional[Params] = None):
     """Validate one wgmma call; returns (form, params, a, b, c, batch shape) with a, b, c
     broadcast to the common batch shape (c is zeros when None or ``scale_d`` is false)."""
-    form = parse_wgmma(instr)
+    form = parse_wgmma(check_instr("instr", instr, EXAMPLE_INSTR))
     p = _check_params(form, params)
     _check_scales(form, scale_d, imm_scale_a, imm_scale_b)
     a = _check_array("a", a, form.dtype_a, (M, form.k), form, "A")
@@ -98,6 +100,8 @@ def prepare(instr: str, a, b, c, scale_d=True, imm_scale_a=1, imm_scale_b=1,
         raise InputError("batch dimensions of a " + str(a.shape[:-2]) + ", b " + str(b.shape[:-2])
                          + (", c " + str(c.shape[:-2]) if c is not None else "")
                          + " do not broadcast") from None
+    check_limit("batch_elements", int(np.prod(batch, dtype=object)) * M * max(form.n, form.k),
+                "the broadcast batch's elements (batch x 64 x N)")
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:])
     cdt = element_dtype(form.dtype_d)

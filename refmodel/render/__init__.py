@@ -12,9 +12,12 @@ names the source it mirrors.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Callable
 
 from ..errors import InputError
+from ..validate import excerpt
 from . import diagrams
 from .core import Diagram, Panel, to_ascii, to_html, to_svg
 
@@ -23,8 +26,8 @@ FORMATS = ("ascii", "svg", "html")
 BUILDERS: dict[str, Callable[..., Diagram]] = {
     "acc": diagrams.acc,
     "a-frag": diagrams.a_frag,
-    "stmatrix": lambda **kw: diagrams.matrix("stmatrix", **kw),
-    "ldmatrix": lambda **kw: diagrams.matrix("ldmatrix", **kw),
+    "stmatrix": functools.partial(diagrams.matrix, "stmatrix"),
+    "ldmatrix": functools.partial(diagrams.matrix, "ldmatrix"),
     "swizzle": diagrams.swizzle,
     "smem": diagrams.smem,
     "desc": diagrams.desc,
@@ -35,15 +38,21 @@ KINDS = tuple(BUILDERS)
 
 def diagram(kind: str, **opts: Any) -> Diagram:
     """The :class:`Diagram` of one kind with its options (see the builders in ``diagrams``)."""
-    if kind not in BUILDERS:
-        raise InputError(f"diagram kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    return BUILDERS[kind](**opts)
+    if not isinstance(kind, str) or kind not in BUILDERS:
+        raise InputError(f"diagram kind must be one of {', '.join(KINDS)}, got {excerpt(kind)}")
+    builder = BUILDERS[kind]
+    sig = inspect.signature(builder)
+    unknown = [k for k in opts if k not in sig.parameters]
+    if unknown:
+        raise InputError(f"the {kind} diagram takes no option {excerpt(unknown[0])}; its options are "
+                         f"{', '.join(sig.parameters) or 'none'}")
+    return builder(**opts)
 
 
 def render(kind: str, fmt: str = "ascii", **opts: Any) -> str:
     """Render one diagram kind as ascii, svg or html text."""
-    if fmt not in FORMATS:
-        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {excerpt(fmt)}")
     d = diagram(kind, **opts)
     return {"ascii": to_ascii, "svg": to_svg, "html": to_html}[fmt](d)
 

@@ -12,11 +12,12 @@ import numpy as np
 from ..dtypes import element_bytes
 from ..errors import InputError
 from ..layouts.descriptor import MatrixDescriptor, describe, operand_addresses
-from ..layouts.fragment import THREADS, a_fragment_layout, accumulator_layout
+from ..layouts.fragment import THREADS, a_fragment_layout, accumulator_layout, check_acc_form
 from ..layouts.smem import SmemLayout, _major, dense_strides
 from ..layouts.sparse_meta import meta_holders
 from ..layouts.stmatrix import address_givers, fragment_map
 from ..layouts.swizzle import ATOM_BYTES, atom_table, mode_from_desc_code, swizzle_mode
+from ..validate import check_flag, check_int, excerpt
 from .core import BLANK, IGNORED, Diagram, Panel, index_colour, lane_colour, thread_colour
 
 SRC_FRAGMENT = ('PTX ISA, wgmma "Register Fragments" (matrix D / matrix A of .m64nNk*); '
@@ -44,9 +45,16 @@ def _grid(rows: int, cols: int, value: str = "") -> list[list[str]]:
 
 
 def _check_dtype(dtype: str, allowed: tuple[str, ...], what: str) -> str:
-    if dtype not in allowed:
-        raise InputError(f"{what} dtype must be one of {', '.join(allowed)}, got {dtype!r}")
+    if not isinstance(dtype, str) or dtype not in allowed:
+        raise InputError(f"{what} dtype must be one of {', '.join(allowed)}, got {excerpt(dtype)}")
     return dtype
+
+
+def _extent(name: str, v, lim: str, multiple: int | None = None):
+    """A size of a drawn tile: an integer of at most the diagram limit ``lim`` (None passes)."""
+    if v is None:
+        return None
+    return check_int(name, v, 1, limit=lim, multiple=multiple)
 
 
 def _thread_legend() -> list[tuple[str, str]]:
@@ -86,6 +94,13 @@ def acc(n: int = 64, dtype: str = "f32") -> Diagram:
     """The wgmma accumulator (C/D) fragment of m64nN: which thread/register holds D[row, col]."""
     _check_dtype(dtype, ACC_DTYPES, "accumulator")
     rows, cols = accumulator_layout(n, dtype)
+    n = int(n)
+    try:
+        check_acc_form(n, dtype)
+        no_form = None
+    except InputError as e:   # drawn (the map is defined), but never silently: the picture says so
+        no_form = f"NOTE: {e}; this draws the m64n{n} map of the other accumulator types, which no {dtype} " \
+                  f"wgmma uses."
     per = rows.shape[-1]
     p = _fragment_panel(f"D (64 x {n}, {dtype}): cell = T<thread>:r<register>{'.<half>' if per > 1 else ''}",
                         rows, cols, n)
@@ -102,7 +117,10 @@ def acc(n: int = 64, dtype: str = "f32") -> Diagram:
         f"Thread 0: {t0}, ... Warp w owns rows 16w..16w+15; each quad of threads covers one row of an 8-column block, "
         f"and the block repeats every 8 columns ({n // 8} blocks, {rows.shape[1]} registers per thread).",
     ]
-    return Diagram("acc", f"wgmma accumulator fragment m64n{n} {dtype}", SRC_FRAGMENT.format("CLayout_64xN"),
+    if no_form:
+        caption.insert(0, no_form)
+    return Diagram("acc", f"wgmma accumulator fragment m64n{n} {dtype}" + (" (no such wgmma form)" if no_form else ""),
+                   SRC_FRAGMENT.format("CLayout_64xN"),
                    [p], legend, caption,
                    verified="verified on the H200: fixtures/layouts (wgmma through descriptors) and fixtures/wgmma")
 
@@ -145,11 +163,12 @@ def _matrix_origin(num: int, j: int) -> tuple[int, int]:
 def matrix(op: str = "stmatrix", num: int = 4, trans: bool = False) -> Diagram:
     """Two panels of an ldmatrix/stmatrix .m8n8.x{num}[.trans].b16: who gives each row's
     address, and who holds each element (lane, register, half)."""
-    if op not in ("ldmatrix", "stmatrix"):
-        raise InputError(f"op must be ldmatrix or stmatrix, got {op!r}")
-    if num not in (1, 2, 4):
-        raise InputError(f"--num must be 1, 2 or 4 (.x1/.x2/.x4), got {num!r}")
-    trans = bool(trans)
+    if not isinstance(op, str) or op not in ("ldmatrix", "stmatrix"):
+        raise InputError(f"op must be ldmatrix or stmatrix, got {excerpt(op)}")
+    if isinstance(num, (bool, np.bool_)) or not isinstance(num, (int, np.integer)) or int(num) not in (1, 2, 4):
+        raise InputError(f"--num must be 1, 2 or 4 (.x1/.x2/.x4), got {excerpt(num)}")
+    num = int(num)
+    trans = check_flag("trans", trans)
     H, W = (16 if num > 1 else 8), (16 if num == 4 else 8)
     instr = f"{op}.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16"
     giver_m, giver_r = address_givers(num)
@@ -221,6 +240,7 @@ def swizzle(mode: str = "128B", dtype: str = "f16", lines: int = 8) -> Diagram:
     """The 16-byte atom permutation of a swizzle mode, atoms coloured by their ORIGINAL column."""
     m = swizzle_mode(mode)
     _check_dtype(dtype, OPERAND_DTYPES, "element")
+    lines = check_int("lines", lines, 1, limit="diagram_lines")
     e = element_bytes(dtype)
     per = ATOM_BYTES // e
     tab = atom_table(m, lines)
@@ -391,6 +411,8 @@ def smem(major: str = "K", mode: str = "128B", dtype: str = "f16", rows: int = 6
     e = element_bytes(dtype)
     if major == "MN" and e != 2:
         raise InputError(f"an MN-major (transposed) operand must be f16/bf16; {dtype} must be K-major")
+    rows = _extent("rows", rows, "diagram_rows")
+    k = _extent("k", k, "diagram_cols")
     if k is None:
         k = (m.width // e if m.bits else 32 // e) if major == "K" else 16
     dl, ds = dense_strides(major, m, rows, k * e if major == "K" else None)
@@ -413,9 +435,12 @@ def smem(major: str = "K", mode: str = "128B", dtype: str = "f16", rows: int = 6
 def parse_descriptor(text: str) -> int:
     """A descriptor from hex (0x...) or decimal text; one-line error otherwise."""
     try:
-        v = int(str(text).strip().replace("_", ""), 0)
+        t = str(text).strip().replace("_", "")
+        if len(t) > 24:   # 0x + 16 hex digits, or 20 decimal digits
+            raise ValueError
+        v = int(t, 0)
     except ValueError:
-        raise InputError(f"cannot parse {text!r} as a 64-bit descriptor (give hex like 0x4000004000010040)") from None
+        raise InputError(f"cannot parse {excerpt(text)} as a 64-bit descriptor (give hex like 0x4000004000010040)") from None
     MatrixDescriptor.decode(v)  # reserved bits, range
     return v
 
@@ -423,9 +448,12 @@ def parse_descriptor(text: str) -> int:
 def desc(value: int | str, dtype: str = "f16", rows: int = 64, k: int | None = None, major: str = "K") -> Diagram:
     """Decode, validate and draw a wgmma matrix descriptor: which shared-memory bytes the
     hardware reads for each (row, k) element of a ``rows x k`` operand."""
-    v = parse_descriptor(value) if isinstance(value, str) else int(value)
+    v = parse_descriptor(value) if isinstance(value, str) else check_int("value", value, 0, (1 << 64) - 1,
+                                                                           rule="a 64-bit descriptor")
     d = MatrixDescriptor.decode(v)
     major = _major(major)
+    rows = _extent("rows", rows, "diagram_rows")
+    k = _extent("k", k, "diagram_cols")
     _check_dtype(dtype, OPERAND_DTYPES, "operand")
     e = element_bytes(dtype)
     if major == "MN" and e != 2:

@@ -13,6 +13,7 @@ which fields differ (sign / exponent / mantissa), and NaN-vs-NaN payload differe
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape, quoteattr
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..numerics.formats import FormatSpec, format_spec
-from ..validate import as_array, check_codes, check_int, dumps_strict
+from ..validate import _describe, as_array, check_codes, check_flag, check_int, dumps_strict
 
 # numpy dtype -> (format spec or None for integers, unsigned view type)
 _FLOAT_KINDS = {
@@ -93,14 +94,31 @@ class DiffReport:
         return "\n".join(lines)
 
     def to_junit(self, suite: str = "wgref") -> str:
+        """JUnit XML, well-formed whatever the names hold: characters XML 1.0 forbids (control
+        characters, lone surrogates, U+FFFE/U+FFFF) are written as visible ``\\xNN`` escapes."""
+        if not isinstance(suite, str):
+            raise InputError(f"suite must be a string, got {_describe(suite)}")
+        text = _xml_text(self.to_text())
         body = ""
         if not self.ok:
-            body = (f"<failure message={quoteattr(self.to_text().splitlines()[0])}>"
-                    f"{escape(self.to_text())}</failure>")
+            body = (f"<failure message={quoteattr(text.split(chr(10))[0])}>"
+                    f"{escape(text)}</failure>")
         return (f'<?xml version="1.0" encoding="UTF-8"?>\n'
-                f'<testsuite name={quoteattr(suite)} tests="1" failures="{0 if self.ok else 1}">\n'
-                f'  <testcase classname={quoteattr(suite)} name={quoteattr(self.name)}>{body}</testcase>\n'
+                f'<testsuite name={quoteattr(_xml_text(suite))} tests="1" failures="{0 if self.ok else 1}">\n'
+                f'  <testcase classname={quoteattr(_xml_text(suite))} name={quoteattr(_xml_text(self.name))}>'
+                f'{body}</testcase>\n'
                 f'</testsuite>\n')
+
+
+# characters XML 1.0 does not allow (anything but #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] |
+# [#x10000-#x10FFFF]): C0 controls, lone surrogates, U+FFFE, U+FFFF
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    """``s`` with every character XML 1.0 forbids replaced by a visible escape (\\x01, \\udc80)."""
+    return _XML_FORBIDDEN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                              else f"\\u{ord(m.group()):04x}", s)
 
 
 def _distance(m: Mismatch) -> str:
@@ -162,11 +180,12 @@ def diff(got, want, *, fmt: str | FormatSpec | None = None, nan_equal: bool = Fa
     """
     g = as_array("got", got, what="a numeric array (cannot diff anything else)")
     w = as_array("want", want, what="a numeric array (cannot diff anything else)")
-    max_samples = check_int("max_samples", max_samples, 0)
+    max_samples = check_int("max_samples", max_samples, 0, 1 << 16, rule="mismatches listed in the report")
+    nan_equal = check_flag("nan_equal", nan_equal)
     if not isinstance(labels, (tuple, list)) or not all(isinstance(v, str) for v in labels):
-        raise InputError(f"labels must be a tuple of dimension names, got {labels!r}")
+        raise InputError(f"labels must be a tuple of dimension names, got {_describe(labels)}")
     if not isinstance(name, str):
-        raise InputError(f"name must be a string, got {name!r}")
+        raise InputError(f"name must be a string, got {_describe(name)}")
     if g.shape != w.shape:
         raise InputError(f"shapes differ: got {g.shape}, want {w.shape}")
     spec_g, gb = _fmt_of(g, fmt, "got")

@@ -71,8 +71,11 @@ def check_entry_file(name: Any) -> str:
     """The entry's file name, refused unless it is a plain name inside its feature folder."""
     if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
             or name.startswith("~") or Path(name).is_absolute() or Path(name).name != name or "\0" in name):
+        from ..fileio import printable
+
+        shown = printable(repr(name), 80) if isinstance(name, str) else type(name).__name__
         raise FixtureError(f"fixture file names must be plain names inside their feature folder "
-                           f"(no '/', '..' or absolute paths), got {name!r}", short="path outside its folder")
+                           f"(no '/', '..' or absolute paths), got {shown}", short="path outside its folder")
     return name
 
 
@@ -135,12 +138,119 @@ def write_fixture(feature: str, name: str, arrays: dict[str, np.ndarray], *, kin
     return entry
 
 
-def load_manifest(directory: str | Path) -> dict[str, Any]:
-    p = Path(directory) / "manifest.json"
+# ----------------------------------------------------------------------------- schemas
+# One schema-like checker per file format.  A schema is a type (str, dict), one of the
+# names "count" (an int >= 0, not a bool) and "sha256" (64 hex digits), a one-element
+# list [item] (a list of items), a dict {key: schema} (an object with exactly these keys;
+# a key ending in "?" is optional) or {str: schema} (an object of any keys).
+
+_ENTRY_SCHEMA = {"file": str, "kind": str, "cases": "count", "sha256": "sha256", "meta": dict,
+                 "provenance": dict}
+MANIFEST_SCHEMA = {"feature?": str, "entries": [_ENTRY_SCHEMA]}
+INDEX_SCHEMA = {"about?": str, "features": {str: {"manifest_sha256": "sha256", "entries": "count",
+                                                  "cases": "count", "files": [str]}}}
+_HEX = frozenset("0123456789abcdef")
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def check_schema(value: Any, schema: Any, where: str, what: str = "") -> None:
+    """Raise one FixtureError naming the first place where ``value`` breaks ``schema``."""
+    from ..fileio import printable
+
+    here = what or "the top level"
+    if schema == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FixtureError(f"{where}: {here} must be an integer >= 0, got {printable(repr(value), 40)}",
+                               short="malformed file")
+        return
+    if schema == "sha256":
+        if not (isinstance(value, str) and len(value) == 64 and set(value) <= _HEX):
+            raise FixtureError(f"{where}: {here} must be a sha256 (64 lowercase hex digits), got "
+                               f"{printable(repr(value), 40)}", short="malformed file")
+        return
+    if isinstance(schema, type):
+        if not isinstance(value, schema) or isinstance(value, bool) and schema is not bool:
+            raise FixtureError(f"{where}: {here} must be {_kind(schema())}, got {_kind(value)}",
+                               short="malformed file")
+        return
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            raise FixtureError(f"{where}: {here} must be a list, got {_kind(value)}", short="malformed file")
+        for i, v in enumerate(value):
+            check_schema(v, schema[0], where, f"{what}[{i}]")
+        return
+    if not isinstance(value, dict):
+        raise FixtureError(f"{where}: {here} must be an object, got {_kind(value)}", short="malformed file")
+    if str in schema:
+        for k, v in value.items():
+            check_schema(v, schema[str], where, f"{what}[{printable(repr(k), 40)}]")
+        return
+    keys = {k.rstrip("?"): k for k in schema}
+    extra = sorted(set(value) - set(keys))
+    if extra:
+        raise FixtureError(f"{where}: {here} has unknown key {printable(repr(extra[0]), 40)} (allowed: "
+                           f"{', '.join(sorted(keys))})", short="malformed file")
+    for k, sk in keys.items():
+        if k not in value:
+            if not sk.endswith("?"):
+                raise FixtureError(f"{where}: {here} lacks the key {k!r}", short="malformed file")
+            continue
+        check_schema(value[k], schema[sk], where, f"{what}.{k}" if what else k)
+
+
+def check_manifest(man: Any, where: str = "manifest.json") -> dict[str, Any]:
+    """A manifest's structure (:data:`MANIFEST_SCHEMA`), each file listed once."""
+    check_schema(man, MANIFEST_SCHEMA, where)
+    seen: set[str] = set()
+    for e in man["entries"]:
+        if e["file"] in seen:
+            from ..fileio import printable
+
+            raise FixtureError(f"{where}: lists the fixture file {printable(repr(e['file']), 60)} twice",
+                               short="malformed file")
+        seen.add(e["file"])
+    return man
+
+
+def _read_json(p: Path, what: str) -> Any:
+    """JSON of a fixture-tree file: bounded in size and depth, no symlink out of its folder."""
+    from ..fileio import read_json
+
+    _inside_folder(p, what)
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read fixture manifest {p}: {e}") from None
+        return read_json(p)
+    except FixtureError:
+        raise
+    except InputError as e:
+        raise FixtureError(f"{what}: {e}", short="unreadable") from None
+
+
+def load_manifest(directory: str | Path) -> dict[str, Any]:
+    """A feature's manifest, its structure checked (one FixtureError, never a traceback)."""
+    p = Path(directory) / "manifest.json"
+    man = _read_json(p, "fixture manifest")
+    return check_manifest(man, str(p))
+
+
+def _inside_folder(path: Path, what: str = "fixture") -> None:
+    """Refuse ``path`` when it is a symlink whose target lies outside its own folder."""
+    if not path.is_symlink():
+        return
+    from ..fileio import printable
+
+    folder = path.parent.resolve()
+    try:
+        target = path.resolve(strict=False)
+    except (OSError, RuntimeError):
+        target = None
+    if target is None or target.parent != folder:
+        raise FixtureError(f"{what} {printable(repr(path.name), 80)} in {printable(path.parent, 60)} is a "
+                           f"symlink to {printable(str(target), 60)}, outside its folder: refused, not followed",
+                           short="symlink outside its folder")
 
 
 def iter_entries(root: str | Path | None = None):
@@ -153,9 +263,16 @@ def iter_entries(root: str | Path | None = None):
 
 
 def load_arrays(directory: str | Path, entry: dict[str, Any], *, check: bool = True) -> dict[str, np.ndarray]:
-    """Load an entry's arrays; refuse a file whose sha256 does not match the manifest, and a
-    file name that is not a plain name inside the feature folder."""
+    """Load an entry's arrays; refuse a file whose sha256 does not match the manifest, a
+    file name that is not a plain name inside the feature folder, and a symlink to a file
+    outside it.  Every array is read through the bounded reader (refmodel.fileio)."""
+    from ..fileio import load_npz
+
+    if not isinstance(entry, dict):
+        raise FixtureError(f"a manifest entry must be an object, got {type(entry).__name__}",
+                           short="malformed file")
     path = Path(directory) / check_entry_file(entry.get("file"))
+    _inside_folder(path)
     if not path.is_file():
         raise FixtureError(f"fixture {path} is listed in its manifest but missing", short="missing")
     if check:
@@ -164,8 +281,13 @@ def load_arrays(directory: str | Path, entry: dict[str, Any], *, check: bool = T
             raise FixtureError(f"fixture {path} has sha256 {got[:16]}…, its manifest says "
                                f"{str(entry.get('sha256'))[:16]}…: refusing a modified fixture",
                                short="sha256 mismatch")
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        z = load_npz(path)
+        return {k: z[k] for k in z}
+    except FixtureError:
+        raise
+    except InputError as e:
+        raise FixtureError(str(e), short="unreadable fixture") from None
 
 
 # ----------------------------------------------------------------------------- INDEX.json
@@ -178,6 +300,8 @@ def build_index(root: str | Path | None = None) -> dict[str, Any]:
         d = man_path.parent
         man = load_manifest(d)
         entries = man.get("entries", [])
+        for p in d.iterdir():
+            _inside_folder(p)  # a symlink out of the tree is never signed off
         feats[d.name] = {
             "manifest_sha256": sha256_file(man_path),
             "entries": len(entries),
@@ -191,8 +315,12 @@ def build_index(root: str | Path | None = None) -> dict[str, Any]:
 def write_index(root: str | Path | None = None) -> Path:
     """(Re)write <root>/INDEX.json from the tree: a deliberate sign-off of its contents."""
     root = Path(root) if root is not None else default_root()
+    from ..fileio import atomic_write_text
+
     path = root / INDEX_NAME
-    path.write_text(json.dumps(build_index(root), indent=1, sort_keys=True) + "\n")
+    text = json.dumps(build_index(root), indent=1, sort_keys=True) + "\n"
+    # atomically: a write fault or a kill leaves the previous INDEX.json, never a truncated one
+    atomic_write_text(path, text)
     return path
 
 
@@ -202,12 +330,8 @@ def load_index(root: str | Path | None = None) -> dict[str, Any]:
     if not p.is_file():
         raise FixtureError(f"{p} is missing: every fixture tree needs its signed-off inventory "
                            f"(python -m refmodel.verify.fixtures --reindex)", short="missing")
-    try:
-        idx = json.loads(p.read_text())
-        if not isinstance(idx.get("features"), dict):
-            raise ValueError("no 'features' object")
-    except (OSError, ValueError, AttributeError) as e:
-        raise FixtureError(f"cannot read {p}: {e}", short="unreadable") from None
+    idx = _read_json(p, "fixture inventory")
+    check_schema(idx, INDEX_SCHEMA, str(p))
     return idx
 
 
@@ -240,7 +364,16 @@ def check_index(root: str | Path | None = None) -> list[tuple[str, str, FixtureE
         except (FixtureError, InputError, ValueError, TypeError, AttributeError) as e:
             bad(feat, "manifest.json", f"{feat}/manifest.json is unreadable: {e}", "unreadable manifest")
             continue
-        files = {p.name for p in d.iterdir() if p.is_file() and p.name != "manifest.json"}
+        files = set()
+        for p in d.iterdir():
+            try:
+                _inside_folder(p)
+            except FixtureError as err:
+                probs.append((feat, p.name, err))
+                files.add(p.name)  # reported once, as what it is (not also as "missing")
+                continue
+            if p.is_file() and p.name != "manifest.json":
+                files.add(p.name)
         listed = set(w.get("files", []))
         for f in sorted(listed - files):
             bad(feat, f, f"{feat}/{f} is listed in {INDEX_NAME} but missing", "file missing")
@@ -284,8 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: fixtures directory {root} does not exist", file=sys.stderr)
         return 2
     if args.reindex:
-        p = write_index(root)
-        n = len(build_index(root)["features"])
+        try:
+            p = write_index(root)
+            n = len(load_index(root)["features"])
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"wrote {p} ({n} features)")
         return 0
     probs = check_index(root)

@@ -11,16 +11,17 @@ elements, each of which the mismatch needs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..dtypes import bits_of, element_dtype, from_bits
-from ..errors import InputError
+from ..dtypes import bits_of, from_bits
+from ..errors import InputError, WgrefError
+from ..wgmma_forms import M
 from ..wgmma_sp_forms import parse_wgmma_sp
+from .case import REPLAY_COMMON, Field, config_text, replay_config, typed_array
 
 NEUTRAL = 0b0100
 
@@ -126,14 +127,24 @@ def shrink_sparse(case: SparseCase, hw: Callable[[SparseCase], np.ndarray],
     return cur, summary
 
 
+# a sparse replay file's configuration: the fields of every replay file, and its own
+SPARSE_REPLAY: dict[str, Field] = {
+    **REPLAY_COMMON,
+    "sp_sel": Field("int", 0, 1, default=0),
+    "sparse": Field("flag", required=True, rule=lambda v: None if v else "must be true in a sparse replay file"),
+    "summary": Field("object", default={}),
+}
+SPARSE_ARRAYS = ("a", "meta", "b", "c", "hardware", "config")
+
+
 def save_sparse_case(path: str | Path, case: SparseCase, *, hardware: Optional[np.ndarray] = None,
                      summary: Optional[dict] = None) -> Path:
     """Replay file: raw bits + JSON configuration (``wgref replay`` reads it)."""
     from ..fileio import save_npz
 
+    cfg = {**case.config(), "sparse": True, "notes": case.notes, "summary": summary or {}}
     arrays = {"a": bits_of(case.a), "meta": case.meta.astype(np.uint8), "b": bits_of(case.b), "c": bits_of(case.c),
-              "config": np.array(json.dumps({**case.config(), "sparse": True, "notes": case.notes,
-                                             "summary": summary or {}}))}
+              "config": np.array(config_text(cfg, SPARSE_REPLAY))}
     if hardware is not None:
         arrays["hardware"] = bits_of(hardware)
     path = Path(path)
@@ -142,23 +153,39 @@ def save_sparse_case(path: str | Path, case: SparseCase, *, hardware: Optional[n
 
 
 def load_sparse_case(path: str | Path) -> tuple[SparseCase, Optional[np.ndarray]]:
-    """Read a sparse replay file: (case, hardware D or None)."""
+    """Read a sparse replay file: (case, hardware D or None).  The configuration is checked by
+    :data:`SPARSE_REPLAY` (the dense loader's common fields and rules: ``"scale_d": "false"`` is
+    refused, not read as true), the arrays by their form's shapes and types."""
+    from ..fileio import load_npz
+
+    z = load_npz(path)
+    cfg = replay_config(path, z, SPARSE_REPLAY, SPARSE_ARRAYS)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            cfg = json.loads(str(z["config"]))
-            f = parse_wgmma_sp(cfg["instr"])
-            a = z["a"].view(element_dtype(f.dtype_a))
-            b = z["b"].view(element_dtype(f.dtype_b))
-            c = z["c"].view(element_dtype(f.dtype_d))
-            meta = z["meta"]
-            hw = z["hardware"].view(element_dtype(f.dtype_d)) if "hardware" in z.files else None
-    except (OSError, KeyError, ValueError, TypeError) as e:
-        raise InputError(f"{path} is not a wgref sparse replay file: {e}") from None
-    if not cfg.get("sparse"):
-        raise InputError(f"{path} is not a sparse replay file")
-    return SparseCase(cfg["instr"], a, meta, b, c, sp_sel=int(cfg.get("sp_sel", 0)), scale_d=bool(cfg.get("scale_d", True)),
-                      imm_scale_a=int(cfg.get("imm_scale_a", 1)), imm_scale_b=int(cfg.get("imm_scale_b", 1)),
-                      rs=bool(cfg.get("rs", False)), notes=cfg.get("notes", {})), hw
+        f = parse_wgmma_sp(cfg["instr"])
+    except WgrefError as e:
+        raise InputError(f"{path}: bad replay configuration: {e}") from None
+    if cfg["sp_sel"] not in f.sp_sels:
+        raise InputError(f"{path}: bad replay configuration: sp_sel must be {' or '.join(map(str, f.sp_sels))} "
+                         f"for .{f.dtype_a} sparse wgmma, got {cfg['sp_sel']}")
+    for k in ("imm_scale_a", "imm_scale_b"):
+        if cfg[k] == -1 and not f.has_imm_scale:
+            raise InputError(f"{path}: bad replay configuration: {k} must be 1 for .{f.dtype_a} wgmma "
+                             "(no imm-scale operands), got -1")
+    a = typed_array(path, z, "a", f.dtype_a, (M, f.k_compressed))
+    b = typed_array(path, z, "b", f.dtype_b, (f.k, f.n))
+    c = typed_array(path, z, "c", f.dtype_d, (M, f.n))
+    hw = typed_array(path, z, "hardware", f.dtype_d, (M, f.n)) if "hardware" in z else None
+    meta = z.get("meta")
+    if meta is None:
+        raise InputError(f"{path} is not a wgref sparse replay file: it has no array 'meta'")
+    if meta.dtype != np.uint8 or meta.shape != (M, f.meta_cols):
+        raise InputError(f"{path}: array 'meta' must be uint8 nibbles of shape ({M}, {f.meta_cols}) for "
+                         f"{f.instr}, got {meta.dtype} {meta.shape}")
+    if meta.size and int(meta.max()) > 15:
+        raise InputError(f"{path}: array 'meta' must hold 4-bit nibbles (0..15), got {int(meta.max())}")
+    return SparseCase(f.instr, a, meta, b, c, sp_sel=cfg["sp_sel"], scale_d=cfg["scale_d"],
+                      imm_scale_a=cfg["imm_scale_a"], imm_scale_b=cfg["imm_scale_b"], rs=cfg["rs"],
+                      notes=cfg["notes"]), hw
 
 
 __all__ = ["SparseCase", "shrink_sparse", "save_sparse_case", "load_sparse_case"]

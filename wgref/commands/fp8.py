@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgref.commands.common import UsageError, command, json
+from wgref.commands.common import UsageError, check_output, command, excerpt, json, shown
 
 _SRC_DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64}
 
@@ -16,22 +16,24 @@ def _parse_value(text: str, src: str) -> np.ndarray:
 
     dtypes = dict(_SRC_DTYPES, bf16=ml_dtypes.bfloat16)
     if src not in dtypes:
-        raise UsageError(f"--from must be one of {', '.join(dtypes)}, got {src!r}")
+        raise UsageError(f"--from must be one of {', '.join(dtypes)}, got {excerpt(src)}")
     dt = np.dtype(dtypes[src])
     t = text.strip().lower()
     if t.startswith(("0x", "-0x")) and "p" not in t:
         try:
             bits = int(t, 16)
         except ValueError:
-            raise UsageError(f"cannot parse {text!r} as hex bits") from None
+            raise UsageError(f"cannot parse {excerpt(text)} as hex bits") from None
         if bits < 0 or bits >= 1 << (8 * dt.itemsize):
-            raise UsageError(f"{text!r} does not fit in the {8 * dt.itemsize} bits of {src}")
+            raise UsageError(f"{excerpt(text)} does not fit in the {8 * dt.itemsize} bits of {src}")
         utype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
         return np.array(bits, dtype=utype).view(dt)
     try:
         v = float.fromhex(t) if "p" in t else float(t)
+    except OverflowError:  # a hex float beyond float64: the IEEE result, as 1e400 gives inf
+        v = float("-inf") if t.startswith("-") else float("inf")
     except ValueError:
-        raise UsageError(f"cannot parse {text!r} as a number (decimal, hex float like 0x1.8p3, "
+        raise UsageError(f"cannot parse {excerpt(text)} as a number (decimal, hex float like 0x1.8p3, "
                          "inf, nan, or 0x-prefixed bit pattern)") from None
     import warnings
     with warnings.catch_warnings():
@@ -112,27 +114,56 @@ def cmd_formats(args) -> int:
     return 0
 
 
+def _round_trip(x, codes, scales, args) -> dict:
+    """What the round trip did, truthfully: the relative error over the finite inputs, and
+    how many inputs saturated (+-Inf, or beyond the scaled range, clipped to +-max)."""
+    from refmodel.numerics import scaling
+    from refmodel.numerics.formats import fp8_spec
+
+    spec = fp8_spec(args.fmt)
+    deq = scaling.dequantize(codes, scales, args.fmt, args.granularity).astype(np.float64)
+    xf = scaling._to_f32(x).astype(np.float64)
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(xf)
+        sat = (~np.isnan(xf) & ((np.asarray(codes) & 0x7F) == spec.max_code)
+               & (np.abs(xf) > np.abs(deq)))
+        err = np.abs(deq - xf)[finite]
+        norm = float(np.linalg.norm(xf[finite])) if err.size else 0.0
+        if not err.size:
+            rel = None  # nothing finite to measure the error on
+        elif norm == 0.0:
+            rel = 0.0 if not np.any(err) else float("inf")
+        else:
+            rel = float(np.linalg.norm(err) / norm)
+    return {"relative_error": rel, "finite": int(finite.sum()), "saturated": int(sat.sum()),
+            "nan": int(np.isnan(xf).sum())}
+
+
 @command("quantize")
 def cmd_quantize(args) -> int:
     from refmodel.fileio import load_npy, save_npz
     from refmodel.numerics import scaling
 
+    check_output(args.output, args.input)  # before any work: never a device, a directory or the input
     x = load_npy(args.input)
     codes, scales = scaling.quantize(x, args.fmt, args.granularity, scale_format=args.scale_format)
+    check_output(args.output, args.input)
     # atomically (temp file + os.replace): a killed run leaves the previous file or none
     save_npz(args.output, codes=codes, scales=scales,
              fmt=np.array(args.fmt), granularity=np.array(args.granularity),
              scale_format=np.array(args.scale_format))
-    deq = scaling.dequantize(codes, scales, args.fmt, args.granularity)
-    xf = scaling._to_f32(x).astype(np.float64)
-    finite = np.isfinite(xf)
-    err = np.abs(deq.astype(np.float64) - xf)[finite]
-    rel = float(np.linalg.norm(err) / max(np.linalg.norm(xf[finite]), 1e-300)) if err.size else 0.0
-    msg = {"output": args.output, "shape": list(x.shape), "scales_shape": list(np.shape(scales)),
-           "relative_error": rel}
+    rt = _round_trip(x, codes, scales, args)
+    rel, size = rt["relative_error"], int(np.size(x))
+    msg = {"output": args.output, "shape": list(x.shape), "scales_shape": list(np.shape(scales)), **rt}
+    if rel is None:
+        err_text = (f"no finite inputs to measure a round-trip error on "
+                    f"({rt['saturated']} of {size} saturated, {rt['nan']} NaN)")
+    else:
+        err_text = f"round-trip relative error {rel:.3e} over the {rt['finite']} finite inputs"
+        if rt["saturated"]:
+            err_text += f"; {rt['saturated']} of {size} inputs saturated (clipped to +-max)"
     print(json.dumps(msg) if args.json else
-          f"wrote {args.output}: codes {x.shape} uint8, scales {np.shape(scales)}; "
-          f"round-trip relative error {rel:.3e}")
+          f"wrote {shown(args.output)}: codes {x.shape} uint8, scales {np.shape(scales)}; {err_text}")
     return 0
 
 
@@ -140,27 +171,29 @@ def cmd_quantize(args) -> int:
 def cmd_error(args) -> int:
     from refmodel.numerics.error_report import error_vs_k, format_table, plot_error_vs_k
 
+    if args.plot is not None:
+        check_output(args.plot)  # before the (long) computation
     try:
         ks = [int(k) for k in args.k.split(",")]
     except ValueError:
-        raise UsageError(f"--k must be comma-separated integers, got {args.k!r}") from None
+        raise UsageError(f"--k must be comma-separated integers, got {excerpt(args.k)}") from None
     try:
         promote = [None if p.strip() in ("none", "0") else int(p) for p in args.promote.split(",")]
     except ValueError:
-        raise UsageError(f"--promote must be comma-separated integers or 'none', got {args.promote!r}") from None
+        raise UsageError(f"--promote must be comma-separated integers or 'none', got {excerpt(args.promote)}") from None
     rows = error_vs_k(args.instr, ks, promote, dist=args.dist, seed=args.seed,
                       promote_op=args.promote_op)
     if args.json:
         print(json.dumps(rows))
     else:
         print(format_table(rows))
-    if args.plot:
+    if args.plot is not None:
         try:
             plot_error_vs_k(rows, args.plot)
         except ImportError as e:
             raise UsageError(str(e)) from None
         if not args.json:
-            print(f"plot written to {args.plot}")
+            print(f"plot written to {shown(args.plot)}")
     return 0
 
 

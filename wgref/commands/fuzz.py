@@ -5,26 +5,32 @@ sharded over devices), ``merge`` (the journals of a sharded campaign) and ``reco
 from __future__ import annotations
 
 import argparse
+import math
+import re
 
 from wgref.commands.common import UsageError, command, json
 
-def _seconds(text: str | None) -> float | None:
+_DURATION = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([smh]?)\s*", re.IGNORECASE)
+
+
+def _seconds(text: str | None, flag: str = "--time") -> float | None:
+    """``--time`` as seconds: 90, 90s, 5m, 1h, 1.5h; a finite duration > 0 (not nan, inf, -1, 0)."""
     if text is None:
         return None
-    t = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
-    try:
-        return float(t[:-1]) * mult if mult else float(t)
-    except ValueError:
-        raise UsageError(f"--time must look like 90, 90s, 5m or 1h, got {text!r}") from None
+    m = _DURATION.fullmatch(str(text))
+    secs = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2).lower()] if m else None
+    if secs is None or not math.isfinite(secs) or secs <= 0:
+        shown = repr(str(text)) if len(str(text)) <= 40 else repr(str(text)[:37]) + "..."
+        raise UsageError(f"{flag} must be a duration > 0 such as 90, 90s, 5m or 1h, got {shown}")
+    return secs
 
 
 def _fuzz_worker_argv(args, workers: int) -> list[str]:
-    """The options a ``--devices`` worker repeats (all but --shard, --devices, --out, --json)."""
+    """The options a ``--devices`` worker repeats (all but --shard, --devices, --out, --json, --restarts)."""
     per = -(-args.cases // workers)  # --cases is this invocation's total, dealt among its workers
-    argv = [args.target, "--cases", str(per), "--seed", str(args.seed), "--operand", args.operand]
-    for flag, v in (("--families", args.families), ("--time", args.time), ("--chain", args.chain),
-                    ("--inject-fault", args.inject_fault), ("--engine", args.engine),
+    argv = [args.target, "--cases", str(per), "--seed", str(args.seed)]
+    for flag, v in (("--operand", args.operand), ("--families", args.families), ("--time", args.time),
+                    ("--chain", args.chain), ("--inject-fault", args.inject_fault), ("--engine", args.engine),
                     ("--batch-tiles", args.batch_tiles)):
         if v is not None:
             argv += [flag, str(v)]
@@ -47,6 +53,8 @@ def _print_merged(rep, as_json: bool) -> None:
               "(a wgref bug: see the workers' mismatch_batch*.npz)")
     if rep.missing:
         print(f"partial: shards {', '.join(rep.missing)} missing")
+    for t in getattr(rep, "torn", ()):
+        print(f"torn last line not counted: {t} (an interrupted or ongoing write; the file is left as it is)")
     for r in rep.repros:
         print(f"minimal reproducer: {r}  (wgref replay {r})")
 
@@ -64,73 +72,186 @@ def _side_report(rep, as_json: bool, summary: str, where: str) -> int:
 
 _LIB_TARGETS = ("lib:triton", "lib:cublas", "lib:scaled-mm")
 
+# which options each kind of target takes: dense wgmma on the cpu engine ("wgmma") or the GPU
+# engine ("wgmma-gpu"), library calls, cvt forms, layout (descriptor) and sparse campaigns.
+# --cases, --seed, --time, --out and --json apply to every target.
+_KINDS = {"wgmma": "wgmma targets on the cpu engine", "wgmma-gpu": "wgmma targets on the gpu engine",
+          "lib": "lib: targets", "cvt": "cvt targets", "layout": "layout targets", "sparse": "sparse targets"}
+_TAKES = {
+    "--shard": {"wgmma", "wgmma-gpu", "lib"},
+    "--resume": {"wgmma", "wgmma-gpu", "lib"},
+    "--devices": {"wgmma", "wgmma-gpu"},
+    "--engine": {"wgmma", "wgmma-gpu"},
+    "--batch-tiles": {"wgmma", "wgmma-gpu"},
+    "--inject-fault": {"wgmma", "wgmma-gpu"},
+    "--dry-run": {"wgmma"},
+    "--families": {"wgmma"},
+    "--operand": {"wgmma"},
+    "--chain": {"wgmma"},
+    "--keep-going": {"wgmma"},
+}
+_FLAG_NAMES = {"cases": "--cases", "seed": "--seed", "seconds": "--time", "chain": "--chain",
+               "batch_tiles": "--batch-tiles"}
 
-def _fuzz_library(args, target: str, shard: tuple[int, int], secs: float | None) -> int:
-    """``wgref fuzz lib:...``: library calls on the GPU against their golden models (gpu.fuzz.library)."""
-    if target not in _LIB_TARGETS:
-        raise UsageError(f"unknown library target {target!r}; choose from {', '.join(_LIB_TARGETS)}")
-    if args.devices or args.dry_run or args.engine == "gpu" or args.inject_fault:
-        raise UsageError("--devices, --dry-run, --engine gpu and --inject-fault do not apply to lib: targets "
-                         "(one process per campaign; split it with --shard)")
-    if args.cases < 1:
-        raise UsageError(f"--cases must be >= 1 (library calls), got {args.cases}")
-    from gpu.fuzz.library import fuzz_library
 
-    rep = fuzz_library(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out, shard=shard,
-                       resume=args.resume, progress=not args.json)
-    return _side_report(rep, args.json, f"{rep.calls} {target[4:]} calls ({rep.skipped} skipped), {rep.outputs} "
-                        f"outputs compared, {rep.mismatches} mismatches, {rep.rate:.3g} outputs/s; journal "
-                        f"{args.out}/journal.jsonl", f"saved to {rep.repro}")
+def _given(args) -> list[str]:
+    """The target-specific options given on this command line."""
+    vals = {"--shard": args.shard, "--resume": args.resume or None, "--devices": args.devices,
+            "--engine": args.engine, "--batch-tiles": args.batch_tiles, "--inject-fault": args.inject_fault,
+            "--dry-run": args.dry_run or None, "--families": args.families, "--operand": args.operand,
+            "--chain": args.chain, "--keep-going": args.keep_going or None}
+    return [k for k, v in vals.items() if v is not None]
+
+
+def _target_kind(target: str, engine: str | None) -> str:
+    for kind in ("lib", "sparse", "layout"):
+        if target == kind or target.startswith(kind + ":"):
+            return kind
+    if target == "cvt" or target.startswith("cvt."):
+        return "cvt"
+    return "wgmma-gpu" if engine == "gpu" else "wgmma"
+
+
+def _refuse_options(args, kind: str) -> None:
+    bad = [o for o in _given(args) if kind not in _TAKES[o]]
+    if not bad:
+        return
+    if kind == "wgmma-gpu":
+        why = "they apply to the cpu engine: drop --engine gpu"
+    else:
+        notes = [f"{o} also to lib: targets" for o in bad if "lib" in _TAKES[o]]
+        notes += [f"{o} only on the cpu engine" for o in bad if "wgmma-gpu" not in _TAKES[o]]
+        why = "they apply to wgmma targets" + (f"; {', '.join(notes)}" if notes else "")
+    raise UsageError(f"options that do not apply to {_KINDS[kind]}: {', '.join(bad)} ({why})")
+
+
+def _check_out_dir(flag: str, path: str) -> None:
+    """``path`` is a folder we can write in, or a path where one can be created: before any work."""
+    import os
+    from pathlib import Path
+
+    if not str(path).strip() or "\x00" in str(path):
+        raise UsageError(f"{flag} must name a folder, got {str(path)[:40]!r}")
+    p = Path(path)
+    if p.exists() or p.is_symlink():
+        if not p.is_dir():
+            raise UsageError(f"{flag} {p}: not a folder (journals and reproducers go in a folder)")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {p}: the folder is not writable")
+        return
+    anc = p.absolute().parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise UsageError(f"{flag} {p}: cannot create it, {anc} is not a folder")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {p}: cannot create it, {anc} is not writable")
 
 
 def _parse_fault(text: str | None) -> tuple[int, int] | None:
     """``--inject-fault SHARD:BATCH`` as two non-negative ints (None when not given)."""
     if text is None:
         return None
-    try:
-        fs, fb = (int(x) for x in text.split(":"))
-    except ValueError:
-        raise UsageError(f"--inject-fault must look like SHARD:BATCH (e.g. 1:4), got {text!r}") from None
-    if fs < 0 or fb < 0:
-        raise UsageError(f"--inject-fault SHARD and BATCH must be >= 0, got {text!r}")
-    return fs, fb
+    m = re.fullmatch(r"\s*([0-9]{1,18})\s*:\s*([0-9]{1,18})\s*", str(text))
+    if not m:
+        shown = repr(str(text)) if len(str(text)) <= 40 else repr(str(text)[:37]) + "..."
+        if re.fullmatch(r"\s*-?[0-9]+\s*:\s*-?[0-9]+\s*", str(text)):
+            raise UsageError(f"--inject-fault SHARD and BATCH must be >= 0, got {shown}")
+        raise UsageError(f"--inject-fault must look like SHARD:BATCH (e.g. 1:4), got {shown}")
+    return int(m.group(1)), int(m.group(2))
 
 
-@command("fuzz")
-def cmd_fuzz(args) -> int:
+def _check_fuzz(args) -> dict:
+    """Every flag of ``wgref fuzz`` checked before anything runs: no worker started, no GPU
+    touched, nothing written.  Returns what the campaign needs (target kind, shard, seconds, ...)."""
+    from gpu.fuzz import cpu_engine as E
     from refmodel.verify.journal import parse_shard
 
-    shard = parse_shard(args.shard) if args.shard else (0, 1)
-    target, secs = args.target.strip(), _seconds(args.time)
-    if target.startswith("lib:"):
-        return _fuzz_library(args, target, shard, secs)
-    if (args.shard or args.devices or args.dry_run) and target.startswith(("sparse", "layout", "cvt")):
-        raise UsageError("--shard, --devices and --dry-run apply to wgmma targets "
-                         "(cvt, layout and sparse campaigns run in one process)")
-    if args.restarts < 0:
-        raise UsageError(f"--restarts must be >= 0, got {args.restarts}")
-    if args.engine == "gpu" and (args.dry_run or target.startswith(("sparse", "layout", "cvt"))):
-        raise UsageError("--engine gpu runs dense wgmma targets on a GPU (no --dry-run, no cvt/layout/sparse)")
-    if args.batch_tiles is not None and args.batch_tiles < 1:
-        raise UsageError(f"--batch-tiles must be >= 1, got {args.batch_tiles}")
-    fault_spec = _parse_fault(args.inject_fault)  # checked here, before any worker starts
-    if not args.dry_run:
-        from gpu.kernels.runtime import require_device
-
-        require_device()  # one line saying what is missing, exit 2
-    if args.devices:
-        from gpu.fuzz.campaign import parse_devices, run_workers
+    target = args.target.strip()
+    if not target:
+        raise UsageError("wgref fuzz needs a target: a wgmma instruction, a family (tf32 f16 bf16 fp8 int8), "
+                         "a fragment (e4m3, n256), 'wgmma', 'cvt', 'layout', 'sparse' or lib:triton/cublas/scaled-mm")
+    kind = _target_kind(target, args.engine)
+    _refuse_options(args, kind)
+    E.check_campaign(cases=args.cases, seed=args.seed, chain=args.chain, batch_tiles=args.batch_tiles,
+                     engine="gpu" if kind == "wgmma-gpu" else "cpu", names=_FLAG_NAMES)
+    plan = {"target": target, "kind": kind, "secs": _seconds(args.time), "families": None,
+            "shard": parse_shard(args.shard) if args.shard is not None else (0, 1)}
+    if kind == "lib":
+        if target not in _LIB_TARGETS:
+            raise UsageError(f"unknown library target {target!r:.60}; choose from {', '.join(_LIB_TARGETS)}")
+    elif kind == "cvt":
+        E.cvt_forms(target)
+    elif kind == "layout":
+        E.layout_variants(target)
+    elif kind == "sparse":
+        E.sparse_jobs(target)
+    else:
+        forms = E.select_forms(target)
+        if args.families is not None:
+            names = [f.strip() for f in args.families.split(",")]
+            if not all(names):
+                raise UsageError(f"--families must be comma-separated family names without empty entries, "
+                                 f"got {args.families!r:.60}")
+            plan["families"] = E.check_families(forms, names, "--families")
+    if args.restarts is not None and args.devices is None:
+        raise UsageError("--restarts applies with --devices (it restarts a crashed worker)")
+    restarts = 2 if args.restarts is None else args.restarts
+    if not 0 <= restarts <= 100:
+        raise UsageError(f"--restarts must be an integer from 0 to 100, got {restarts}")
+    plan["restarts"] = restarts
+    plan["fault"] = _parse_fault(args.inject_fault)
+    plan["devices"] = None
+    if args.devices is not None:
+        from gpu.fuzz.campaign import parse_devices
 
         if args.devices.strip() == "all":
             if args.dry_run:
                 raise UsageError("--devices all counts GPUs; with --dry-run list the workers (e.g. 0,0,0)")
-            from gpu.kernels.runtime import device_count
-
-            devices = [str(i) for i in range(device_count())]
+            plan["devices"] = "all"
         else:
-            devices = parse_devices(args.devices)
+            plan["devices"] = parse_devices(args.devices)
+    _check_out_dir("--out", args.out)
+    return plan
+
+
+def _fuzz_library(args, plan) -> int:
+    """``wgref fuzz lib:...``: library calls on the GPU against their golden models (gpu.fuzz.library)."""
+    from gpu.fuzz.library import fuzz_library
+
+    target = plan["target"]
+    rep = fuzz_library(target, cases=args.cases, seed=args.seed, seconds=plan["secs"], out=args.out,
+                       shard=plan["shard"], resume=args.resume, progress=not args.json)
+    return _side_report(rep, args.json, f"{rep.calls} {target[4:]} calls ({rep.skipped} skipped), {rep.outputs} "
+                        f"outputs compared, {rep.mismatches} mismatches, {rep.rate:.3g} outputs/s; journal "
+                        f"{args.out}/journal.jsonl", f"saved to {rep.repro}")
+
+
+@command("fuzz")
+def cmd_fuzz(args) -> int:
+    plan = _check_fuzz(args)           # every flag, before any worker starts or a GPU is touched
+    target, kind, shard, secs = plan["target"], plan["kind"], plan["shard"], plan["secs"]
+    if kind == "lib":   # the library runner finds its device itself (torch)
+        return _fuzz_library(args, plan)
+    if not args.dry_run:
+        from gpu.kernels.runtime import require_device
+
+        require_device()  # one line saying what is missing, exit 2
+    if plan["devices"] is not None:
+        from gpu.fuzz.campaign import run_workers
+        from gpu.kernels.runtime import device_count
+
+        devices = plan["devices"]
+        if not args.dry_run:
+            have = device_count()
+            if devices == "all":
+                devices = [str(i) for i in range(have)]
+            missing = sorted({d for d in devices if int(d) >= have}, key=int)
+            if missing or not devices:
+                raise UsageError(f"--devices names GPU {', '.join(missing) or 'none'} but this machine has "
+                                 f"{have} (ordinals 0..{have - 1})")
         rep, restarted = run_workers(_fuzz_worker_argv(args, len(devices)), devices, args.out, shard=shard,
-                                     restarts=args.restarts, log=(lambda *_: None) if args.json else print)
+                                     restarts=plan["restarts"], log=(lambda *_: None) if args.json else print)
         if args.json:
             print(json.dumps({**rep.to_dict(), "devices": devices, "restarts": restarted}))
         else:
@@ -140,33 +261,32 @@ def cmd_fuzz(args) -> int:
         return 1 if rep.mismatches or rep.port_disagreements else 0
     from gpu.fuzz.cpu_engine import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
-    if target.startswith("sparse"):
+    if kind == "sparse":
         rep = fuzz_sparse(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out)
         return _side_report(rep, args.json, f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared, "
                             f"{rep.mismatches} mismatches, {rep.rate:.3g} outputs/s", f"wgref replay {rep.repro}")
-    if target.startswith("layout"):
+    if kind == "layout":
         rep = fuzz_layout(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out)
         return _side_report(rep, args.json, f"{rep.tiles} descriptor cases, {rep.outputs} outputs compared, "
                             f"{rep.mismatches} mismatches, {rep.rate:.3g} outputs/s", f"saved to {rep.repro}")
-    if target.startswith("cvt"):
-        rep = fuzz_cvt(args.target, cases=args.cases * 1024, seed=args.seed, seconds=secs, out=args.out)
+    if kind == "cvt":
+        rep = fuzz_cvt(target, cases=args.cases * 1024, seed=args.seed, seconds=secs, out=args.out)
         return _side_report(rep, args.json, f"{rep.outputs} conversions compared, {rep.mismatches} mismatches, "
                             f"{rep.rate:.3g}/s", f"saved to {rep.repro}")
-    fams = [f for f in args.families.split(",") if f] if args.families else None
     from gpu.fuzz.cpu_engine import model_device
 
     hw = model_device if args.dry_run else None
     fault_at = fault = None
-    if fault_spec is not None:
-        fs, fb = fault_spec
+    if plan["fault"] is not None:
+        fs, fb = plan["fault"]
         if fs == shard[0]:
             fault_at = fb
             if not args.dry_run:
                 from gpu.kernels.runtime import fault_illegal_address as fault
-    if args.engine == "gpu":
+    if kind == "wgmma-gpu":
         from gpu.fuzz.gpu_engine import fuzz_device
 
-        rep = fuzz_device(args.target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
+        rep = fuzz_device(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
                           shard=shard, batch_tiles=args.batch_tiles or 8192, resume=args.resume,
                           fault_at=fault_at, progress=not args.json)
         if args.json:
@@ -176,7 +296,7 @@ def cmd_fuzz(args) -> int:
                   f"(CPU-confirmed), {rep.port_disagreements} GPU-port disagreements, {rep.tiles_copied_back} tiles "
                   f"copied back; {rep.rate:.3g} outputs/s; journal {args.out}/journal.jsonl")
         return 1 if rep.mismatches or rep.port_disagreements else 0
-    rep = fuzz(args.target, cases=args.cases, seed=args.seed, families=fams,
+    rep = fuzz(target, cases=args.cases, seed=args.seed, families=plan["families"],
                seconds=secs, rs={"ss": False, "rs": True}.get(args.operand),
                chain=args.chain, out=args.out, resume=args.resume, keep_going=args.keep_going,
                progress=not args.json, shard=shard, hw=hw, fault_at=fault_at, fault=fault,
@@ -205,6 +325,8 @@ def cmd_merge(args) -> int:
 def cmd_record(args) -> int:
     from gpu.kernels.runtime import require_device
 
+    secs = _seconds(args.time)
+    _check_out_dir("--out", args.out)
     require_device()
     rc = 0
     if "cvt" in args.what:
@@ -215,7 +337,7 @@ def cmd_record(args) -> int:
         rc |= record_torch.main(["--out", args.out])
     if "wgmma" in args.what:
         from gpu.record import wgmma as record_wgmma
-        rc |= record_wgmma.main(["--out", args.out, "--seconds", str(_seconds(args.time) or 1200)])
+        rc |= record_wgmma.main(["--out", args.out, "--seconds", str(secs or 1200)])
     if "forms" in args.what:
         from gpu.record import forms as record_forms
         rc |= record_forms.main(["--out", args.out])
@@ -226,6 +348,14 @@ def cmd_record(args) -> int:
 
 
 RECORD_KINDS = ("cvt", "wgmma", "torch", "forms", "layouts")
+
+
+def _integer(text: str) -> int:
+    """An integer option: ASCII digits with an optional minus sign (not 1_000, 1e3, 0x10 or 5.0)."""
+    if not re.fullmatch(r"\s*-?[0-9]{1,30}\s*", str(text)):
+        shown = repr(str(text)) if len(str(text)) <= 40 else repr(str(text)[:37]) + "..."
+        raise argparse.ArgumentTypeError(f"must be an integer, got {shown}")
+    return int(text)
 
 
 def _record_kind(text: str) -> str:
@@ -241,14 +371,15 @@ def add_fuzz_parser(sub) -> None:
                    "'wgmma'; or a cvt opcode, or 'cvt' for every cvt form; or 'layout[:fragment]' for random descriptors; "
                    "or 'sparse[:fragment]' for sparse wgmma; or 'lib:triton', 'lib:cublas', 'lib:scaled-mm' to run "
                    "that library call on the GPU against its golden model")
-    z.add_argument("--cases", type=int, default=10000,
+    z.add_argument("--cases", type=_integer, default=10000,
                    help="tiles to run (with --devices: in all, dealt among the workers; cvt: thousands of "
                    "conversions; lib: library calls)")
-    z.add_argument("--seed", type=int, default=0)
+    z.add_argument("--seed", type=_integer, default=0, help="campaign seed (an integer >= 0)")
     z.add_argument("--families", default=None, help="comma-separated input families (default: all)")
     z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")
-    z.add_argument("--operand", choices=["ss", "rs", "both"], default="both", help="A from shared memory, registers, or either")
-    z.add_argument("--chain", type=int, default=None, help="instructions per K chain (default: random 1..4)")
+    z.add_argument("--operand", choices=["ss", "rs", "both"], default=None,
+                   help="A from shared memory, registers, or either (default: both)")
+    z.add_argument("--chain", type=_integer, default=None, help="instructions per K chain (default: random 1..4)")
     z.add_argument("--out", default="wgref-fuzz", help="journal and reproducers go here")
     z.add_argument("--resume", action="store_true")
     z.add_argument("--keep-going", action="store_true", help="do not stop at the first mismatch")
@@ -257,16 +388,17 @@ def add_fuzz_parser(sub) -> None:
     z.add_argument("--devices", default=None,
                    help="one worker per listed GPU (0,1,2,3; repeat an ordinal to share a GPU); journals under "
                         "OUT/shard-k, merged at the end")
-    z.add_argument("--restarts", type=int, default=2, help="with --devices: restart a crashed worker this often")
+    z.add_argument("--restarts", type=_integer, default=None,
+                   help="with --devices: restart a crashed worker this often (default: 2)")
     z.add_argument("--inject-fault", default=None, metavar="SHARD:BATCH",
                    help="test recovery: the worker of shard SHARD faults (an illegal-address launch; with "
                         "--dry-run an exception) before batch BATCH, once")
     z.add_argument("--dry-run", action="store_true",
                    help="the CPU model stands in for the GPU (checks sharding and journals without a device)")
-    z.add_argument("--engine", choices=["cpu", "gpu"], default="cpu",
+    z.add_argument("--engine", choices=["cpu", "gpu"], default=None,
                    help="cpu: inputs and refmodel on the host (default); gpu: inputs, the GPU port of the model and "
                         "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma)")
-    z.add_argument("--batch-tiles", type=int, default=None, help="tiles per batch (default: 64 cpu; gpu: 8192 n256-equivalent tiles)")
+    z.add_argument("--batch-tiles", type=_integer, default=None, help="tiles per batch (default: 64 cpu; gpu: 8192 n256-equivalent tiles)")
     z.add_argument("--json", action="store_true")
 
 

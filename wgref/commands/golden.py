@@ -23,11 +23,72 @@ def _as_dtype(x: np.ndarray, name: str, dt: str) -> np.ndarray:
     raise UsageError(f"{name} must hold {dt} values or {8 * want.itemsize}-bit codes, got {x.dtype}")
 
 
+# which options each library takes (-o, --dtype and --out-dtype apply to all four)
+_TAKES = {
+    "--block-k": ("triton",), "--input-precision": ("triton",), "--imp": ("triton",),
+    "--scale-a": ("scaled-mm",), "--scale-b": ("scaled-mm",), "--fast-accum": ("scaled-mm",),
+    "--acc": ("cutlass",), "--promotion-interval": ("cutlass",),
+    "--kernel": ("cublas",), "--splits": ("cublas",),
+}
+
+
+def _check_options(args) -> None:
+    """Refuse options that do not apply to ``args.library`` (they would be ignored silently)."""
+    given = {"--block-k": args.block_k, "--input-precision": args.input_precision, "--imp": args.imp,
+             "--scale-a": args.scale_a, "--scale-b": args.scale_b, "--fast-accum": args.fast_accum or None,
+             "--acc": args.acc, "--promotion-interval": args.promotion_interval, "--kernel": args.kernel,
+             "--splits": args.splits}
+    bad = [o for o, v in given.items() if v is not None and args.library not in _TAKES[o]]
+    if bad:
+        rule = "; ".join(f"{o} is for {', '.join(_TAKES[o])}" for o in bad)
+        raise UsageError(f"wgref golden {args.library} does not take {', '.join(bad)} ({rule})")
+    if args.kernel is not None and args.splits is not None:
+        raise UsageError("wgref golden cublas: give --kernel (the schedule from the kernel names) or --splits, "
+                         "not both")
+    for flag, v, lo in (("--block-k", args.block_k, 1), ("--imp", args.imp, 0), ("--splits", args.splits, 1),
+                        ("--promotion-interval", args.promotion_interval, 1)):
+        if v is not None and v < lo:
+            raise UsageError(f"{flag} must be an integer >= {lo}, got {v}")
+    if args.kernel is not None and not all(k.strip() for k in args.kernel.split(",")):
+        raise UsageError(f"--kernel must be comma-separated kernel names without empty entries, "
+                         f"got {args.kernel!r:.60}")
+
+
+def _file_of(spec: str) -> str:
+    """The file an input argument names (``FILE.npz:key`` -> ``FILE.npz``)."""
+    return spec.split(".npz:", 1)[0] + ".npz" if ".npz:" in spec else spec
+
+
+def _is_file_arg(spec: str) -> bool:
+    return spec.endswith(".npy") or ".npz:" in spec
+
+
+def _scale(spec: str | None, flag: str):
+    """A scaled-mm scale: a .npy / FILE.npz:key array, or a finite number (default 1)."""
+    import math
+
+    if spec is None:
+        return np.float32(1)
+    if _is_file_arg(spec):
+        return load_array(spec)
+    try:
+        v = float(spec)
+    except ValueError:
+        raise UsageError(f"{flag} must be a number or a .npy file, got {spec!r:.60}") from None
+    if not math.isfinite(v) or not math.isfinite(float(np.float32(v))):
+        raise UsageError(f"{flag} must be a finite float32 number, got {spec!r:.60}")
+    return np.float32(v)
+
+
 @command("golden")
 def cmd_golden(args) -> int:
     from refmodel.dtypes import bits_of, element_dtype
-    from refmodel.fileio import atomic_write
+    from refmodel.fileio import atomic_write, check_output
 
+    _check_options(args)
+    inputs = [_file_of(args.a), _file_of(args.b)] + [_file_of(x) for x in (args.scale_a, args.scale_b)
+                                                      if x is not None and _is_file_arg(x)]
+    check_output(args.output, inputs=inputs)   # not a device, a folder, a symlink or one of the inputs
     a, b = load_array(args.a), load_array(args.b)
     if args.library == "triton":
         from refmodel.golden import triton_matmul
@@ -35,14 +96,14 @@ def cmd_golden(args) -> int:
         if args.block_k is None:
             raise UsageError("wgref golden triton needs --block-k (the kernel's BLOCK_K)")
         d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), block_k=args.block_k,
-                          input_precision=args.input_precision, max_num_imprecise_acc=args.imp,
+                          input_precision=args.input_precision or "tf32", max_num_imprecise_acc=args.imp,
                           out_dtype=np.dtype(element_dtype(args.out_dtype)))
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
         if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
             raise UsageError(f"cutlass inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
-        d = cutlass_dense_gemm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), acc_dtype=args.acc,
+        d = cutlass_dense_gemm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), acc_dtype=args.acc or "f32",
                                out_dtype=np.dtype(element_dtype(args.out_dtype)),
                                mma_promotion_interval=args.promotion_interval)
     elif args.library == "cublas":
@@ -51,18 +112,20 @@ def cmd_golden(args) -> int:
         if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
             raise UsageError(f"cublas inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
         aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
+        if aa.ndim != 2 or bb.ndim != 2:
+            raise UsageError(f"cublas: a must be (M, K) and b (K, N), got {aa.shape} and {bb.shape}")
         if args.kernel:
-            kw = cublas_schedule(args.kernel.split(","), aa.shape[0], bb.shape[1], aa.shape[1]).kwargs()
+            kw = cublas_schedule([k.strip() for k in args.kernel.split(",")], aa.shape[0], bb.shape[1],
+                                 aa.shape[1]).kwargs()
         else:
-            kw = {"splits": args.splits}
+            kw = {"splits": args.splits or 1}
         d = cublas_matmul(aa, bb, **kw, out_dtype=args.out_dtype)
     else:  # torch._scaled_mm
         from refmodel.numerics.scaled_mm import scaled_mm
 
         if args.dtype not in ("e4m3", "e5m2"):
             raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype}")
-        sa = load_array(args.scale_a) if args.scale_a and args.scale_a.endswith(".npy") else np.float32(args.scale_a or 1)
-        sb = load_array(args.scale_b) if args.scale_b and args.scale_b.endswith(".npy") else np.float32(args.scale_b or 1)
+        sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
         d = scaled_mm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b_nk", args.dtype), sa, sb,
                       out_dtype=args.out_dtype, use_fast_accum=args.fast_accum)
     bits = bits_of(d)
@@ -82,15 +145,16 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--out-dtype", default="f32", choices=["f32", "bf16", "f16"])
     g.add_argument("-o", "--output", required=True, help="D as raw bits (.npy)")
     g.add_argument("--block-k", type=int, default=None, help="triton: BLOCK_K")
-    g.add_argument("--input-precision", default="tf32", help="triton, f32 inputs: tf32, tf32x3 or ieee")
+    g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],
+                   help="triton, f32 inputs: tf32 (default), tf32x3 or ieee")
     g.add_argument("--imp", type=int, default=None, help="triton, FP8: max_num_imprecise_acc (0, 32, 64, ...)")
     g.add_argument("--scale-a", default=None, help="scaled-mm: a number, or (M, 1) .npy")
     g.add_argument("--scale-b", default=None, help="scaled-mm: a number, or (1, N) .npy")
     g.add_argument("--fast-accum", action="store_true", help="scaled-mm: use_fast_accum=True")
-    g.add_argument("--acc", default="f32", choices=["f32", "f16"], help="cutlass: the accumulator")
+    g.add_argument("--acc", default=None, choices=["f32", "f16"], help="cutlass: the accumulator (default f32)")
     g.add_argument("--promotion-interval", type=int, default=None,
                    help="cutlass: the FP8 2xacc example's mma_promotion_interval")
     g.add_argument("--kernel", default=None,
                    help="cublas: the kernel name(s) torch's profiler showed (comma-separated); gives the schedule")
-    g.add_argument("--splits", type=int, default=1, help="cublas without --kernel: the split-K count")
+    g.add_argument("--splits", type=int, default=None, help="cublas without --kernel: the split-K count (default 1)")
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import sys
 
-from wgref.commands.common import command, write_text
+from wgref.commands.common import check_output, command, shown, write_text
 
 def _emit_diagram(kind: str, args, **opts) -> int:
     from refmodel.render import render
 
+    if args.output is not None:
+        check_output(args.output)  # before drawing: never a device, a directory or a symlink
     text = render(kind, args.format, **opts)
-    if args.output:
+    if args.output is not None:
         write_text(args.output, text)
-        print(f"wrote {args.output} ({args.format}, {len(text.encode())} bytes)")
+        print(f"wrote {shown(args.output)} ({args.format}, {len(text.encode())} bytes)")
     else:
         sys.stdout.write(text)
     return 0

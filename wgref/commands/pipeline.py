@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from wgref.commands.common import command, json, write_text
+from wgref.commands.common import check_output, command, json, shown, write_text
 
 @command("pipeline")
 def cmd_pipeline(args) -> int:
@@ -13,12 +13,15 @@ def cmd_pipeline(args) -> int:
     timeline; gen: the canonical mainloop trace (or a broken variant)."""
     from refmodel.machine import pipeline as pl
 
+    out = getattr(args, "output", None)
+    if out is not None:  # refused before any work: not a device, a directory, a symlink or the input trace
+        check_output(out, getattr(args, "trace", None))
     if args.pipeline_cmd == "gen":
         promote = None if args.promote_every in (None, 0) else args.promote_every
         events = pl.gemm_mainloop_trace(args.stages, args.k_iters, args.wait_depth, args.consumers, promote,
                                         instr=args.instr, broken=args.broken)
         text = pl.dump_trace(events)
-        if args.output:
+        if args.output is not None:
             write_text(args.output, text)
         else:
             sys.stdout.write(text)
@@ -39,9 +42,9 @@ def cmd_pipeline(args) -> int:
     from refmodel.machine.pipeline_draw import draw_ascii, draw_svg
 
     text = draw_svg(rep) if args.format == "svg" else draw_ascii(rep)
-    if args.output:
-        write_text(args.output, text)
-        print(f"timeline written to {args.output}")
+    if args.output is not None:
+        write_text(args.output, text, inputs=(args.trace,))
+        print(f"timeline written to {shown(args.output)}")
     else:
         sys.stdout.write(text)
     return 0

@@ -8,18 +8,29 @@ import time
 
 import numpy as np
 
-from wgref.commands.common import UsageError, command, json, load_array
+from wgref.commands.common import UsageError, check_output, command, json, load_array, shown, write_text
+
+def _unnamed(x: np.ndarray, which: str, path: str) -> None:
+    if x.dtype.kind == "V":
+        raise UsageError(f"{which} ({shown(path)}) holds {8 * x.dtype.itemsize}-bit values of an unnamed "
+                         "type (numpy saves bfloat16 and float8 arrays so): give --fmt, e.g. --fmt bf16")
+
 
 @command("diff")
 def cmd_diff(args) -> int:
     from refmodel.verify.differ import diff
 
-    got, want = load_array(args.got), load_array(args.want)
-    rep = diff(got, want, fmt=args.fmt, nan_equal=args.nan_equal, name=args.name or "diff")
-    if args.junit:
-        from refmodel.fileio import atomic_write_text
-
-        atomic_write_text(args.junit, rep.to_junit())
+    if args.junit is not None:  # refused before any work: not a device, directory, symlink or an input
+        check_output(args.junit, args.got, args.want)
+    got, want = load_array(args.got, args.fmt), load_array(args.want, args.fmt)
+    if args.fmt is None:
+        _unnamed(got, "got", args.got)
+        _unnamed(want, "want", args.want)
+    # the name goes into the text, JSON and JUnit reports: printable, XML-safe, short
+    name = shown(args.name)[:200] if args.name else "diff"
+    rep = diff(got, want, fmt=args.fmt, nan_equal=args.nan_equal, name=name)
+    if args.junit is not None:
+        write_text(args.junit, rep.to_junit(), inputs=(args.got, args.want))
     print(rep.to_json() if args.json else rep.to_text())
     return 0 if rep.ok else 1
 
@@ -34,7 +45,7 @@ def cmd_verify(args) -> int:
     from pathlib import Path
 
     if not Path(root).is_dir() or not any(Path(root).glob("*/manifest.json")):
-        print(f"wgref: error: no fixtures found in {root}: pass --fixtures DIR or set {FIXTURE_ROOT_ENV}",
+        print(f"wgref: error: no fixtures found in {shown(root)}: pass --fixtures DIR or set {FIXTURE_ROOT_ENV}",
               file=sys.stderr)
         return 2
     full = not args.quick
@@ -55,7 +66,7 @@ def cmd_verify(args) -> int:
         if res.scope:
             scopes.append(res.scope)
     if not rows:
-        print(f"wgref: error: no fixtures selected in {root}", file=sys.stderr)
+        print(f"wgref: error: no fixtures selected in {shown(root)}", file=sys.stderr)
         return 2
     errors = [{"feature": r["feature"], "fixture": r["fixture"], "error": r["error"], "short": r["short"]}
               for r in rows if r["mismatches"] is None]
@@ -78,19 +89,22 @@ def cmd_verify(args) -> int:
     print(f"{'feature':<12}{'fixture':<32}{'cases':>14}{'mismatches':>12}  recorded on")
     for r in rows:
         mm = "ERROR" if r["mismatches"] is None else r["mismatches"]
-        print(f"{r['feature']:<12}{r['fixture']:<32}{r['cases']:>14}{mm:>12}  {r['recorded']}")
+        print(f"{shown(r['feature']):<12}{shown(r['fixture']):<32}{r['cases']:>14}{mm:>12}  "
+              f"{shown(r['recorded'])}")
         for d in r.get("details", [])[:3]:
-            print(f"    {d}")
+            print(f"    {shown(d)}")
         if "error" in r:
-            print(f"    {r['error']}")
-    print(summary)
+            print(f"    {shown(r['error'])}")
+    print(shown(summary))
     return worst
 
 
 def _is_sparse_replay(path: str) -> bool:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return "config" in z.files and bool(json.loads(str(z["config"])).get("sparse"))
+    from refmodel.fileio import load_npz
+
+    try:  # only the 'config' member is read (bounded); anything wrong is load_case's to say
+        z = load_npz(path)
+        return "config" in z and bool(json.loads(str(z["config"])).get("sparse"))
     except Exception:
         return False
 
