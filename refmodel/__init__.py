@@ -24,7 +24,7 @@ from .numerics.accumulate import (AccumParams, IntAccumParams, BINDING, params_f
 from .numerics.wgmma import wgmma, wgmma_reference
 from .numerics.gemm import gemm
 from .numerics.error_report import error_vs_k
-from .numerics.scaled_mm import scaled_mm
+from .golden.torch_scaled_mm import scaled_mm   # the unsplit model, kernel=/schedule=, warnings
 from .layouts.swizzle import Swizzle, SwizzleMode, MODES as SWIZZLE_MODES, swizzle_mode, swizzle_address
 from .layouts.smem import SmemLayout, dense_strides, tile_image, rowmajor_offsets
 from .layouts.descriptor import MatrixDescriptor, operand_addresses
@@ -36,7 +36,7 @@ from .machine.wgmma import wgmma_smem, wgmma_registers
 from .machine.epilogue import epilogue_stmatrix
 from .machine.tma import tma_load
 from .wgmma_sp_forms import WGMMA_SP_FORMS, parse_wgmma_sp
-from .numerics.sparse import compress, decompress, prune_2_4, kept_positions, wgmma_sp, wgmma_sp_reference
+from .numerics.sparse import compress, decompress, prune_2_4, kept_positions, wgmma_sp, wgmma_sp_reference, gemm_sp
 from .layouts.sparse_meta import meta_holders, pack_meta, unpack_meta
 from .machine.sparse import wgmma_sp_registers
 from .interop import accepts_frameworks as _accepts_frameworks
@@ -101,6 +101,6 @@ __all__ = [
     # machine
     "stmatrix", "ldmatrix", "wgmma_smem", "wgmma_registers", "epilogue_stmatrix", "tma_load",
     # sparse wgmma
-    "WGMMA_SP_FORMS", "parse_wgmma_sp", "compress", "decompress", "prune_2_4", "kept_positions", "wgmma_sp",
+    "WGMMA_SP_FORMS", "parse_wgmma_sp", "compress", "decompress", "prune_2_4", "kept_positions", "wgmma_sp", "gemm_sp",
     "wgmma_sp_reference", "pack_meta", "unpack_meta", "meta_holders", "wgmma_sp_registers",
 ]

@@ -222,6 +222,8 @@ ENTRY_POINTS.update({
     "wgmma_sp": _call(sp_instr, maybe(_valid((64, 16), np.float16)), maybe(SP_META), maybe(_valid((32, 8), np.float16)),
                       maybe(np.zeros((64, 8), np.float32)), sp_sel=maybe(st.sampled_from([0, 1, 2])),
                       scale_d=maybe(True), imm_scale_a=maybe(-1)),
+    "gemm_sp": _call(sp_instr, maybe(_valid((64, 16), np.float16)), maybe(SP_META), maybe(_valid((32, 8), np.float16)),
+                     maybe(None), sp_sel=maybe(st.sampled_from([0, 1, 2])), promote_every=maybe(st.sampled_from([1, 2]))),
     "wgmma_sp_reference": _call(sp_instr, maybe(_valid((64, 16), np.float16)), maybe(SP_META),
                                 maybe(_valid((32, 8), np.float16)), maybe(None), scale_d=maybe(False)),
     "meta_holders": _call(sp_dtype, maybe(st.sampled_from([0, 1]))),

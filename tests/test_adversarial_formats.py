@@ -609,9 +609,10 @@ def test_user_kernel_fuzzer_refuses_bad_arguments(adversarial_counter):
 
 GOLDEN_OPTS = {"--block-k": "32", "--input-precision": "ieee", "--imp": "0", "--scale-a": "2", "--scale-b": "2",
                "--fast-accum": None, "--acc": "f16", "--promotion-interval": "4", "--kernel": "k", "--splits": "2"}
-GOLDEN_TAKES = {"triton": {"--block-k", "--input-precision", "--imp"},
-                "scaled-mm": {"--scale-a", "--scale-b", "--fast-accum"},
-                "cutlass": {"--acc", "--promotion-interval"}, "cublas": {"--kernel", "--splits"}}
+GOLDEN_TAKES = {"triton": {"--block-k", "--input-precision", "--imp", "--acc"},
+                "scaled-mm": {"--scale-a", "--scale-b", "--fast-accum", "--kernel"},
+                "cutlass": {"--acc", "--promotion-interval"}, "cublas": {"--kernel", "--splits"},
+                "cusparselt": {"--kernel"}}
 
 
 @pytest.fixture(scope="module")

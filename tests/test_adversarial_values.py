@@ -441,7 +441,8 @@ INTS = {
                              [12, 0]),
     "cutlass_sm90_offsets m": (lambda v: cutlass_sm90_offsets(v, 128, "f16", 128), 64, [0, 32]),
 }
-NONE_OK = {"cutlass promotion interval", "make_descriptor smem_size", "tma smem_size"}   # None: not given
+NONE_OK = {"cutlass promotion interval", "make_descriptor smem_size", "tma smem_size",
+           "cublas splits"}   # None: not given
 NOT_INTS = [float("nan"), float("inf"), 0.5, "3", None, True, False, np.True_, [1], np.array([1, 2]), 1j]
 
 

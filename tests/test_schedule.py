@@ -193,3 +193,41 @@ def test_kernel_regions_follow_the_recorded_map():
     assert region("matmul_bf16", 16, 64, 256)[1] is False          # below the grid: not recorded
     worst, inside = region("scaled_mm_fast", 100, 64, 8000)        # between grid points: the worst neighbour
     assert inside and worst == 2
+
+
+def test_whole_matrix_sparse_helpers_equal_the_tile_by_tile_ones():
+    import refmodel
+
+    instr = "wgmma.mma_async.sp.sync.aligned.m64n32k32.f32.bf16.bf16"
+    rng = np.random.default_rng(5)
+    dense = rng.standard_normal((128, 96)).astype(ml_dtypes.bfloat16)
+    a = refmodel.prune_2_4(dense, instr)
+    tiles = [refmodel.prune_2_4(np.ascontiguousarray(dense[r:r + 64, k:k + 32]), instr)
+             for r in (0, 64) for k in (0, 32, 64)]
+    assert same(a, np.block([[tiles[0], tiles[1], tiles[2]], [tiles[3], tiles[4], tiles[5]]]))
+    ac, meta = refmodel.compress(a, instr)
+    assert ac.shape == (128, 48) and meta.shape == (128, 24)
+    t_ac, t_meta = refmodel.compress(np.ascontiguousarray(a[64:, 32:64]), instr)
+    assert same(ac[64:, 16:32], t_ac) and np.array_equal(meta[64:, 8:16], t_meta)
+    b = rng.standard_normal((96, 32)).astype(ml_dtypes.bfloat16)
+    d = refmodel.gemm_sp(instr, ac, meta, b)
+    assert same(d, Schedule(instr).run(a, b))
+    with pytest.raises(InputError, match=r"or \(M, K\) with M a multiple of 64"):
+        refmodel.compress(a[:100], instr)
+
+
+def test_triton_f16_accumulator_is_one_f16_chain():
+    from refmodel.golden import triton_matmul
+
+    a, b = library_matrices(6, "f16", 64, 32, 256, exp_range=(-5, 0), lim=8.0)
+    d = triton_matmul(a, b, block_k=64, out_dtype=np.float16, acc_dtype=np.float16)
+    from refmodel.numerics.gemm import gemm
+
+    assert same(d, gemm(a, b, instr=W + "16.f16.f16.f16"))
+    assert not same(d, triton_matmul(a, b, block_k=64, out_dtype=np.float16))     # f32 accumulation differs
+    ab, bb = library_matrices(6, "bf16", 64, 32, 256)
+    with pytest.raises(InputError, match="an f16 accumulator takes f16 or FP8 inputs"):
+        triton_matmul(ab, bb, block_k=64, acc_dtype=np.float16)
+    a8, b8 = library_matrices(6, "e4m3", 64, 32, 256, lim=8.0)
+    with pytest.raises(InputError, match="max_num_imprecise_acc applies to an f32 accumulator"):
+        triton_matmul(a8, b8, block_k=128, max_num_imprecise_acc=64, acc_dtype=np.float16)

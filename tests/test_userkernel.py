@@ -4,11 +4,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gpu.fuzz.userkernel import Schedule, compare_output, fuzz_user_kernel
+from gpu.fuzz.userkernel import compare_output, fp8_kernel_schedule, fuzz_user_kernel
 from gpu.kernels.demo_gemm import DemoFP8Gemm
 from refmodel.errors import DTypeError, InputError
 
-SCHED = Schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", promote_every=4, out_dtype="bf16")
+SCHED = fp8_kernel_schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", promote_every=4, out_dtype="bf16")
 
 
 def correct(a, b_nk, sa, sb):

@@ -564,9 +564,9 @@ into float32, the promotion arithmetic (`fma` = `fma(RN(sa·sb), partial, acc)`,
 `fma_exact`), the 1×128 / 128×128 scale blocks and the output dtype.
 
 ```python
-from gpu.fuzz.userkernel import Schedule, fuzz_user_kernel
+from gpu.fuzz.userkernel import fp8_kernel_schedule, fuzz_user_kernel
 
-sched = Schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
+sched = fp8_kernel_schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
                  promote_every=4, out_dtype="bf16")
 report = fuzz_user_kernel(my_launch, sched, m=256, n=512, k=2048, cases=12, out="repro")
 ```

@@ -7,13 +7,13 @@ adversarial inputs, runs your function, computes the expected output with
 :func:`refmodel.numerics.gemm.gemm` under that schedule, diffs bit for bit, and shrinks the
 first mismatch to a minimal reproducer::
 
-    from gpu.fuzz.userkernel import Schedule, fuzz_user_kernel
+    from gpu.fuzz.userkernel import fp8_kernel_schedule, fuzz_user_kernel
 
     def run(a, b_nk, scale_a, scale_b):       # numpy in, numpy out
         ...launch your kernel (cupy, torch, ctypes, ...)...
         return d                               # (M, N) float32 or bfloat16
 
-    sched = Schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
+    sched = fp8_kernel_schedule("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
                      promote_every=4, out_dtype="bf16")
     report = fuzz_user_kernel(run, sched, m=128, n=256, k=1024, cases=20)
 
@@ -40,7 +40,8 @@ from refmodel.fileio import save_npz
 from refmodel.dtypes import bits_of
 from refmodel.verify.families.gemm import FAMILIES, make_case
 from refmodel.wgmma_forms import parse_wgmma
-from refmodel.golden.fp8_schedule import Schedule
+from refmodel.golden.fp8_schedule import fp8_kernel_schedule
+from refmodel.golden.schedule import Schedule
 
 
 # ----------------------------------------------------------------------------- fuzz + shrink
@@ -69,7 +70,7 @@ def fuzz_user_kernel(run: Callable, sched: Schedule, *, m: int = 128, n: int = 2
     if not callable(run):
         raise InputError(f"run must be a function (a, b_nk, scale_a, scale_b) -> d, got {type(run).__name__}")
     if not isinstance(sched, Schedule):
-        raise InputError(f"sched must be a gpu.fuzz.userkernel.Schedule, got {type(sched).__name__}")
+        raise InputError(f"sched must be a refmodel.golden.Schedule (e.g. fp8_kernel_schedule(...)), got {type(sched).__name__}")
     check_campaign(cases=cases, seed=seed)
     for name, v in (("m", m), ("n", n), ("k", k)):
         check_int(name, v, 1, 1 << 16)
@@ -247,7 +248,7 @@ def race_one(broken: str | None) -> dict:
         d, _ = gemm_fp8(np.ascontiguousarray(a), np.ascontiguousarray(b_nk), sa, sb, cfg=cfg)
         return cp.asnumpy(d).view(ml_dtypes.bfloat16)
 
-    rep = fuzz_user_kernel(run, Schedule(INSTR, promote_every=4, out_dtype="bf16"), m=256, n=256, k=2048,
+    rep = fuzz_user_kernel(run, fp8_kernel_schedule(INSTR, promote_every=4, out_dtype="bf16"), m=256, n=256, k=2048,
                            cases=8, seed=7)
     return {"cases": rep.cases, "outputs": rep.outputs, "mismatches": rep.mismatches, "minimal": rep.minimal}
 

@@ -7,7 +7,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 from refmodel.errors import InputError
-from refmodel.golden.fp8_schedule import Schedule
+from refmodel.golden.fp8_schedule import fp8_kernel_schedule
 
 
 DEMO_SOURCE = r"""
@@ -101,7 +101,7 @@ class DemoFP8Gemm:
             raise InputError(f"bug must be None, 'drop_last_k' or 'promote_interval', got {bug!r}")
         self.bn, self.promote, self.out, self.bug = bn, promote, out, bug
         self.instr = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3"
-        self.schedule = Schedule(self.instr, promote_every=promote, out_dtype=out)
+        self.schedule = fp8_kernel_schedule(self.instr, promote_every=promote, out_dtype=out)
 
     def source(self) -> str:
         nregs = self.bn // 2

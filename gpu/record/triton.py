@@ -145,6 +145,8 @@ def store(explored: Path, out: Path, log=print) -> int:
             a, b, c = z["a"].view(fp[cfg["dtype"]]), z["b"].view(fp[cfg["dtype"]]), z["c"].view(od[cfg["out"]])
         kw = dict(block_k=cfg["BK"], input_precision=cfg["input_precision"] or "tf32",
                   max_num_imprecise_acc=None if cfg["imp"] == "none" else (cfg["imp"] or 0), out_dtype=od[cfg["out"]])
+        if cfg.get("acc") == "f16":        # the f16-accumulator kernel (explore_f16acc)
+            kw.update(acc_dtype=np.float16, max_num_imprecise_acc=None)
         try:
             d = triton_matmul(a, b, **kw)
         except Exception as e:  # not modelled: reported, not stored
@@ -165,6 +167,7 @@ def store(explored: Path, out: Path, log=print) -> int:
                       kind="triton_matmul", cases=ROWS * COLS,
                       meta={**{k: cfg[k] for k in ("dtype", "BM", "BN", "BK", "warps", "input_precision", "out")},
                             "imp": kw["max_num_imprecise_acc"] if cfg["dtype"] in ("e4m3", "e5m2") else None,
+                            "acc": cfg.get("acc", "f32"),
                             "recorded_shape": [int(a.shape[0]), int(a.shape[1]), int(b.shape[1])]},
                       provenance=prov, root=out)
     return 1 if bad else 0

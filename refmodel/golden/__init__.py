@@ -1,8 +1,16 @@
 """Golden models of library kernels: the schedule of refmodel instructions that reproduces a
-library's output bit for bit (recorded from the library itself on the H200)."""
+library's output bit for bit (recorded from the library itself on the H200), each stated as a
+:class:`Schedule` and run by its one executor."""
 
-from .cublas import cublas_matmul, cublas_schedule
-from .cutlass import cutlass_dense_gemm
-from .triton import triton_matmul
+from .cublas import cublas_matmul, cublas_schedule, matmul_schedule
+from .cusparselt import cusparselt_matmul, cusparselt_schedule
+from .cutlass import cutlass_dense_gemm, cutlass_schedule
+from .fp8_schedule import fp8_kernel_schedule
+from .kernel_regions import ScheduleWarning
+from .schedule import Schedule, load_schedule
+from .torch_scaled_mm import scaled_mm, scaled_mm_schedule
+from .triton import triton_matmul, triton_schedule
 
-__all__ = ["cublas_matmul", "cublas_schedule", "cutlass_dense_gemm", "triton_matmul"]
+__all__ = ["Schedule", "load_schedule", "ScheduleWarning", "cublas_matmul", "cublas_schedule", "matmul_schedule",
+           "cusparselt_matmul", "cusparselt_schedule", "cutlass_dense_gemm", "cutlass_schedule",
+           "fp8_kernel_schedule", "scaled_mm", "scaled_mm_schedule", "triton_matmul", "triton_schedule"]

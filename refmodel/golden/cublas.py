@@ -33,8 +33,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..numerics.accumulate import add_f32, params_for, with_params
-from ..numerics.gemm import _convert, gemm
+from ..numerics.accumulate import params_for, with_params
+from ..numerics.gemm import gemm
 from ..validate import _describe, as_array, strict_options
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -141,8 +141,9 @@ def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
 
 
 @strict_options
-def cublas_matmul(a, b, *, splits: int = 1, split_align: Optional[int] = None, instr: Optional[str] = None,
-                  reduce_dtype: Optional[str] = None, out_dtype: Optional[str] = None) -> np.ndarray:
+def cublas_matmul(a, b, *, splits: Optional[int] = None, split_align: Optional[int] = None,
+                  instr: Optional[str] = None, reduce_dtype: Optional[str] = None, out_dtype: Optional[str] = None,
+                  kernel=None, schedule=None) -> np.ndarray:
     """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table).
 
     ``a`` (M, K), ``b`` (K, N): bfloat16, float16 or FP8 (e4m3/e5m2; unit scales, the precise
@@ -152,20 +153,70 @@ def cublas_matmul(a, b, *, splits: int = 1, split_align: Optional[int] = None, i
     (``cutlass_75_tensorop_s1688gemm``).  ``reduce_dtype``: None/'f32' keeps the partials in float32
     (every recorded call); 'bf16'/'f16' rounds each partial first (a refuted hypothesis, kept for
     comparison).  ``out_dtype``: None (the input dtype; f32 for FP8), 'f32', 'bf16' or 'f16'.
+    ``kernel``: the kernel name(s) torch's profiler showed: the schedule comes from
+    :func:`cublas_schedule` (an unrecorded split-K shape is refused); ``schedule``: a stored or
+    inferred :class:`~refmodel.golden.Schedule` to run.  With none of ``splits``, ``kernel`` and
+    ``schedule``, a shape where cuBLAS was seen switching to split-K warns
+    (:class:`~refmodel.golden.ScheduleWarning`) and the bits are those of one K chain.
     Any M, N, K: M, N and each chunk's K are zero-padded to the instruction (zero products add
     nothing; recorded: M = 1, 16, 257, N = 129, K = 1000 with k8; a K padded inside a wgmma k16/k32
     chain was not recorded).
     """
+    given = [nm for nm, v in (("splits", splits), ("kernel", kernel), ("schedule", schedule)) if v is not None]
+    if len(given) > 1:
+        raise InputError(f"give one of splits=, kernel= and schedule=, got {' and '.join(given)}")
+    if schedule is not None:
+        from .schedule import load_schedule
+
+        a = as_array("a", a, what="an (M, K) array")
+        b = as_array("b", b, what="a (K, N) array")
+        return load_schedule(schedule).run(a, b)
+    if kernel is not None:
+        a = as_array("a", a, what="an (M, K) array")
+        b = as_array("b", b, what="a (K, N) array")
+        if a.ndim != 2 or b.ndim != 2:
+            raise InputError(f"a must be (M, K) and b (K, N), got {a.shape} and {b.shape}")
+        cs = cublas_schedule(kernel, a.shape[0], b.shape[1], a.shape[1])
+        if not cs.determined:
+            import warnings
+
+            from .kernel_regions import ScheduleWarning
+
+            warnings.warn(f"the split count of this cuBLAS call was not determined by its recording ({cs.note[:120]}): "
+                          f"S = {cs.splits} is assumed", ScheduleWarning, stacklevel=2)
+        kw = cs.kwargs()
+        if instr is not None and instr != kw["instr"]:
+            raise InputError(f"instr={instr!r} contradicts the kernel, which runs {kw['instr']}")
+        splits, split_align, instr = kw["splits"], split_align or kw["split_align"], kw["instr"]
+        reduce_dtype = reduce_dtype or kw["reduce_dtype"]
+    warn = splits is None
+    splits = 1 if splits is None else splits
     a, b, name, fp8, instr, split_align, out_dtype = _check(a, b, splits, split_align, instr,
                                                             reduce_dtype, out_dtype)
-    parts = split_partials(a, b, splits=splits, split_align=split_align, instr=instr)
-    rd = _REDUCE[reduce_dtype]
-    if rd is not None:
-        parts = [_convert(p, rd).astype(np.float32) for p in parts]
-    acc = parts[0]
-    for p in parts[1:]:
-        acc = add_f32(acc, p)   # splitKreduce: RN f32 adds in split order (NaN canonical)
-    return _convert(acc, _OUT[out_dtype])
+    if warn:
+        from .kernel_regions import warn_if_switching
+
+        warn_if_switching("scaled_mm_precise" if fp8 else f"matmul_{name}", a.shape[0], b.shape[1], a.shape[1],
+                          "cuBLAS", stacklevel=3)
+    sched = matmul_schedule(name, splits=splits, split_align=split_align, instr=instr, reduce_dtype=reduce_dtype,
+                            out_dtype=out_dtype, dtype_b=_NAMES[np.dtype(b.dtype)])
+    return sched.run(a, b)
+
+
+def matmul_schedule(dtype: str, *, splits: int, split_align: int, instr: str, reduce_dtype: Optional[str],
+                    out_dtype: str, source: Optional[dict] = None, dtype_b: Optional[str] = None):
+    """The :class:`~refmodel.golden.Schedule` of a cuBLAS matmul: each of ``splits`` chunks a fresh chain
+    (wgmma k16, FP8 k32 with promotion every 4, or mma.sync k8), partials added in split order."""
+    from .schedule import Schedule
+
+    fp8 = dtype in ("e4m3", "e5m2")
+    if instr == "mma.sync.m16n8k8":
+        i = f"mma.sync.aligned.m16n8k8.row.col.f32.{dtype}.{dtype}.f32"
+    else:
+        i = _wgmma(dtype, dtype_b or dtype)
+    return Schedule(i, promote_every=4 if fp8 else None, splits=splits, split_align=split_align,
+                    partial_dtype=reduce_dtype or "f32", out_dtype=out_dtype,
+                    source=source or {"library": "cuBLAS 13.1 (torch 2.11.0+cu130)", "evidence": "fixtures/cublas"})
 
 
 @dataclass(frozen=True)
@@ -179,6 +230,13 @@ class CublasSchedule:
     determined: bool = True                      # False: several split counts fit the recording
     consistent_splits: tuple = field(default=())  # split counts with 0 mismatches, when not determined
     note: str = ""
+
+    def schedule(self, dtype: str, out_dtype: str):
+        """This call as a :class:`~refmodel.golden.Schedule` for inputs of ``dtype``."""
+        return matmul_schedule(dtype, splits=self.splits, split_align=self.split_align, instr=self.instr,
+                               reduce_dtype=self.reduce_dtype, out_dtype=out_dtype,
+                               source={"library": "cuBLAS 13.1 (torch 2.11.0+cu130)", "device": "H200",
+                                       "evidence": "recorded (fixtures/cublas)" + (f": {self.note}" if self.note else "")})
 
     def kwargs(self) -> dict:
         """Keyword arguments for :func:`cublas_matmul`."""

@@ -28,7 +28,6 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..numerics.gemm import _convert, gemm
 from ..validate import _describe, as_array, strict_options
 
 _IN = {np.dtype(ml_dtypes.float8_e4m3fn): ("e4m3", 32), np.dtype(ml_dtypes.float8_e5m2): ("e5m2", 32),
@@ -65,18 +64,28 @@ def cutlass_dense_gemm(a, b, *, acc_dtype: str = "f32", out_dtype=np.float32,
     M, K = a.shape
     if M % 64 or b.shape[1] % 8 or K % kinstr:
         raise InputError(f"M must be a multiple of 64, N of 8 and K of {kinstr}, got {M}x{b.shape[1]}x{K}")
-    instr = f"wgmma.mma_async.sync.aligned.m64n8k{kinstr}.{acc_dtype}.{name}.{name}"
-    if mma_promotion_interval is None:
-        acc = gemm(a, b, instr=instr)
-    else:
-        p = mma_promotion_interval
+    p = mma_promotion_interval
+    if p is not None:
         if name not in ("e4m3", "e5m2") or acc_dtype != "f32":
             raise InputError("mma_promotion_interval is the FP8 2xacc example's: e4m3/e5m2 inputs, f32 accumulator")
         if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1 or (K // kinstr) % p:
             raise InputError(f"mma_promotion_interval must be a positive int dividing K/32 = {K // kinstr}, "
                              f"got {_describe(p)}")
-        acc = gemm(a, b, instr=instr, promote_every=int(p), promote_op="mul_add")
-    acc = np.asarray(acc)
-    if acc.dtype != np.float32:           # f16 accumulator: widening to f32 is exact
-        acc = acc.astype(np.float32)
-    return _convert(acc, od) if od != np.float32 else acc
+    return cutlass_schedule(name, acc_dtype=acc_dtype, out_dtype=od, mma_promotion_interval=p).run(a, b)
+
+
+def cutlass_schedule(dtype: str, *, acc_dtype: str = "f32", out_dtype=np.float32,
+                     mma_promotion_interval: Optional[int] = None):
+    """The :class:`~refmodel.golden.Schedule` of the CuTe-DSL Hopper GEMM example: one wgmma chain over K
+    (``acc_dtype`` accumulator), or with ``mma_promotion_interval=p`` (the FP8 2xacc example) chains of p
+    instructions added into f32 (mul_add, unit scales); ``cvt.rn`` to ``out_dtype``."""
+    from .schedule import Schedule
+
+    kinstr = 32 if dtype in ("e4m3", "e5m2") else 16
+    od = np.dtype(out_dtype)
+    out = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}.get(od, "bf16")
+    return Schedule(f"wgmma.mma_async.sync.aligned.m64n8k{kinstr}.{acc_dtype}.{dtype}.{dtype}",
+                    promote_every=None if mma_promotion_interval is None else int(mma_promotion_interval),
+                    promote_op="mul_add", out_dtype=out,
+                    source={"library": "CUTLASS CuTe DSL 4.8.1 (dense_gemm.py / dense_gemm_fp8_2xacc.py)",
+                            "device": "H200", "evidence": "recorded: fixtures/cutlass"})

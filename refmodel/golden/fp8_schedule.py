@@ -1,40 +1,28 @@
-"""What an FP8 GEMM kernel does along K, in refmodel.numerics.gemm's terms: the wgmma instruction,
-the promotion interval into the float32 accumulator, the promotion arithmetic, the scale block and
-the output dtype.  A user's kernel claims one (``gpu.fuzz.userkernel``); :meth:`Schedule.expected`
-is the bit-exact output it must produce."""
+"""The schedule a user's FP8 GEMM kernel claims (``gpu.fuzz.userkernel``), as a
+:class:`refmodel.golden.Schedule`: the wgmma instruction, the promotion interval into the float32
+accumulator with 1 x ``scale_block`` (A) and ``scale_block`` x ``scale_block`` (B) block scales, the
+promotion arithmetic and the output dtype.  :meth:`Schedule.expected` is the bit-exact output the
+kernel must produce for its operands as it stores them (A (M, K), B (N, K), FP8 codes)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
-import ml_dtypes
-import numpy as np
-
-from ..wgmma_forms import parse_wgmma
-
-_FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
-_OUT = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
+from ..errors import InputError
+from ..validate import _describe
+from .schedule import Schedule
 
 
-@dataclass(frozen=True)
-class Schedule:
-    """What a kernel does along K, in refmodel.numerics.gemm's terms."""
+def fp8_kernel_schedule(instr: str, *, promote_every: Optional[int] = 4, promote_op: str = "fma",
+                        out_dtype: str = "f32", scale_block: int = 128) -> Schedule:
+    """The :class:`Schedule` of a DeepGEMM-style FP8 GEMM: ``promote_every`` wgmma instructions per float32
+    promotion (None: one chain over K, no scales), ``acc = fma(RN(sa*sb), partial, acc)`` (``promote_op``),
+    then ``out_dtype`` (f32, bf16 or f16)."""
+    if not isinstance(out_dtype, str) or out_dtype not in ("f32", "bf16", "f16"):
+        raise InputError(f"out_dtype must be 'f32', 'bf16' or 'f16', got {_describe(out_dtype)}")
+    return Schedule(instr, promote_every=promote_every, promote_op=promote_op, block_scales=promote_every is not None,
+                    scale_block=scale_block, out_dtype=out_dtype,
+                    source={"evidence": "claimed by the kernel's author (checked by gpu.fuzz.userkernel)"})
 
-    instr: str
-    promote_every: Optional[int] = 4      # wgmma instructions per float32 promotion (None: never)
-    promote_op: str = "fma"               # acc = fma(RN(sa*sb), partial, acc); or "mul_add", "fma_exact"
-    out_dtype: str = "f32"                # f32, bf16 or f16
-    scale_block: int = 128                # K (and N for B) extent of one scale
 
-    def expected(self, a, b_nk, scale_a, scale_b) -> np.ndarray:
-        from ..numerics.gemm import gemm
-
-        f = parse_wgmma(self.instr)
-        at = np.asarray(a, np.uint8).view(_FP8[f.dtype_a])
-        bt = np.ascontiguousarray(np.asarray(b_nk, np.uint8).T).view(_FP8[f.dtype_b])
-        kw = {}
-        if self.promote_every is not None:
-            kw = dict(scale_a=scale_a, scale_b=scale_b, promote_op=self.promote_op)
-        return gemm(at, bt, instr=self.instr, promote_every=self.promote_every,
-                    out_dtype=_OUT[self.out_dtype], **kw)
+__all__ = ["fp8_kernel_schedule"]

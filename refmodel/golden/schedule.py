@@ -96,6 +96,7 @@ class Schedule:
     promote_every: Optional[int] = None
     promote_op: str = "fma"
     block_scales: bool = False
+    scale_block: int = 128
     splits: int = 1
     split_align: int = 64
     partial_dtype: str = "f32"
@@ -114,6 +115,7 @@ class Schedule:
         _choice("promote_op", self.promote_op, PROMOTE_OPS)
         if not isinstance(self.block_scales, (bool, np.bool_)):
             raise InputError(f"block_scales must be True or False, got {_describe(self.block_scales)}")
+        _pos_int("scale_block", self.scale_block, none_ok=False)
         _pos_int("splits", self.splits, none_ok=False)
         _pos_int("split_align", self.split_align, none_ok=False)
         _choice("partial_dtype", self.partial_dtype, tuple(OUT_DTYPES))
@@ -181,7 +183,8 @@ class Schedule:
             s.append(f"restarting from +0 every {self.restart_every} K (each slice of the kernel's loop)")
         text = ", ".join(s) + "."
         if self.promote_every:
-            sc = "block scales (1 x 128 A, 128 x 128 B)" if self.block_scales else "unit scales"
+            b = self.scale_block
+            sc = f"block scales (1 x {b} A, {b} x {b} B)" if self.block_scales else "unit scales"
             text += (f" Every {self.promote_every} instruction(s) the partial sum enters a float32 accumulator "
                      f"({self.promote_op}, {sc}).")
         else:
@@ -231,6 +234,26 @@ class Schedule:
             acc = parts[0]
         acc = self._epilogue(acc, None if self.block_scales else scale_a, None if self.block_scales else scale_b)
         return _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
+
+    def expected(self, a, b_nk, scale_a=None, scale_b=None) -> np.ndarray:
+        """:meth:`run` for operands as a kernel stores them: ``a`` (M, K) and ``b_nk`` (N, K), K-major,
+        as typed arrays or raw codes (uint8 for FP8); with ``block_scales``, ``scale_a`` (M, K/scale_block)
+        and ``scale_b`` (K/scale_block, N/scale_block)."""
+        kind = _kind(self.instr)
+        if kind != "wgmma":
+            raise InputError(f"expected() takes wgmma schedules, not {self.instr}")
+        f = parse_wgmma(self.instr)
+        from ..dtypes import element_dtype
+
+        def typed(x, name, t):
+            x = as_array(name, x)
+            dt = element_dtype(t)
+            if x.dtype != dt and x.dtype.itemsize == dt.itemsize and x.dtype.kind == "u":
+                x = x.view(dt)
+            return x
+        at = typed(a, "a", f.dtype_a)
+        bt = np.ascontiguousarray(typed(b_nk, "b_nk", f.dtype_b).T)
+        return self.run(at, bt, scale_a=scale_a, scale_b=scale_b)
 
     def _epilogue(self, acc, sa, sb):
         if self.epilogue_scale == "none":
@@ -305,10 +328,7 @@ class Schedule:
         n = _widest_n(_up(N, 8))
         instr = self.instr.replace(f"m64n{f.n}k", f"m64n{n}k", 1)
         Np = _up(N, n)
-        tiles = np.ascontiguousarray(a.reshape(M // 64, 64, K // f.k, f.k).transpose(0, 2, 1, 3))
-        ac, meta = compress(tiles, instr)
-        ac = ac.transpose(0, 2, 1, 3).reshape(M, K // 2)
-        meta = meta.transpose(0, 2, 1, 3).reshape(M, -1)
+        ac, meta = compress(a, instr)             # the whole (M, K) matrix
         cc = None if c is None else _pad(np.asarray(c), M, Np)
         d = gemm_sp(instr, ac, meta, _pad(b, K, Np), cc, promote_every=self.promote_every)
         return np.ascontiguousarray(np.asarray(d)[:, :N])

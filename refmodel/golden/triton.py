@@ -43,14 +43,14 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-import numba
 
-from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32
-from ..numerics.gemm import _convert, gemm
+from ..numerics.gemm import _convert
 from ..validate import _describe, as_array, strict_options
+from .schedule import FMA, MMA_SYNC_F16, Schedule
 
 _FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
 _OUT = {np.dtype(np.float32): None, np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
+_OUT_NAME = {np.dtype(np.float32): "f32", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
 
 
 def _out(out_dtype) -> np.dtype:
@@ -83,11 +83,66 @@ def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
     raise DTypeError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {da}")
 
 
+def _instr_for(dt: np.dtype, input_precision: Any) -> str:
+    x = np.empty(0, dt)
+    return _instr(x, x, input_precision)
+
+
+@strict_options
+def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
+                    out_dtype=np.float32, acc_dtype=np.float32) -> Schedule:
+    """The :class:`~refmodel.golden.Schedule` of the Triton tiled matmul for inputs of ``dtype`` (a numpy
+    dtype: e4m3, e5m2, float16, bfloat16, float32) and K, with the kernel's options (module table)."""
+    dt = np.dtype(dtype)
+    instr = _instr_for(dt, input_precision)
+    from ..wgmma_forms import parse_wgmma
+
+    kinstr = parse_wgmma(instr).k
+    if isinstance(block_k, (bool, np.bool_)) or not isinstance(block_k, (int, np.integer)) or block_k <= 0 or K % block_k:
+        raise InputError(f"block_k must be a positive int dividing K = {K}, got {_describe(block_k)}")
+    if block_k % kinstr:
+        raise InputError(f"block_k must be a multiple of the instruction's K = {kinstr}, got {block_k}")
+    od = _out(out_dtype)
+    out = _OUT_NAME[od]
+    src = {"library": "Triton 3.6", "kernel": "tl.dot tiled matmul (gpu.libraries.triton)", "device": "H200",
+           "evidence": "recorded: fixtures/triton"}
+    m = max_num_imprecise_acc
+    if m is not None and (isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)) or m < 0):
+        raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
+    acc = _acc_name(acc_dtype)
+    fp8 = dt in _FP8
+    if acc == "f16":
+        if dt not in (np.dtype(np.float16), *_FP8):
+            raise InputError(f"an f16 accumulator takes f16 or FP8 inputs (the wgmma forms with an f16 D), got {dt}")
+        if m is not None and (fp8 or m != 0):
+            raise InputError("max_num_imprecise_acc applies to an f32 accumulator, not acc_dtype=float16")
+        return Schedule(instr.replace(".f32.", ".f16.", 1), out_dtype=out, source=src)
+    if fp8:
+        if m == 0:
+            return Schedule(MMA_SYNC_F16, k_order="triton_fp8_mma_sync", operand_cvt="f16", out_dtype=out, source=src)
+        if m is not None and m > block_k:
+            raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "
+                             f"a larger one), got {_describe(m)}")
+        if m is None:  # Triton's default (2**30 > BLOCK_K): no partial accumulator, one chain over all of K
+            return Schedule(instr, out_dtype=out, source=src)
+        group = -(-int(m) // kinstr)           # instructions per partial sum, restarting at every slice
+        return Schedule(instr, promote_every=group, restart_every=block_k, out_dtype=out, source=src)
+    if m not in (None, 0):
+        raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
+    if dt == np.float32 and input_precision == "ieee":
+        return Schedule(FMA, out_dtype=out, source=src)
+    if dt == np.float32 and input_precision == "tf32x3":
+        return Schedule(instr, emulation="tf32x3", restart_every=block_k, out_dtype=out, source=src)
+    return Schedule(instr, out_dtype=out, source=src)
+
+
 @strict_options
 def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
-                  out_dtype=np.float32) -> np.ndarray:
+                  out_dtype=np.float32, acc_dtype=np.float32) -> np.ndarray:
     """The output, bit for bit, of the standard Triton tiled matmul for ``a`` (M, K) and ``b`` (K, N)
-    in the kernel's input dtype (see the module table for what is modelled).
+    in the kernel's input dtype (see the module table for what is modelled): :func:`triton_schedule`
+    run by :meth:`Schedule.run`.  ``acc_dtype=numpy.float16``: the kernel's ``acc`` is f16
+    (``tl.dot(a, b, acc, out_dtype=tl.float16)``).
 
     M must be a multiple of 64 and N of 8 (Triton's tile rows and columns are independent, so
     any tiling of M and N gives the same output); K a multiple of ``block_k``.
@@ -96,64 +151,27 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     b = as_array("b", b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise InputError(f"a must be (M, K) and b (K, N), got {a.shape} and {b.shape}")
-    instr = _instr(a, b, input_precision)
+    _instr(a, b, input_precision)               # the input-type and precision rules
     M, K = a.shape
     N = b.shape[1]
-    if isinstance(block_k, bool) or not isinstance(block_k, (int, np.integer)) or block_k <= 0 or K % block_k:
-        raise InputError(f"block_k must be a positive int dividing K = {K}, got {_describe(block_k)}")
-    from ..wgmma_forms import parse_wgmma
-
-    kinstr = parse_wgmma(instr).k
-    if block_k % kinstr:
-        raise InputError(f"block_k must be a multiple of the instruction's K = {kinstr}, got {block_k}")
-    od = _out(out_dtype)
+    sched = triton_schedule(a.dtype, K, block_k=block_k, input_precision=input_precision,
+                            max_num_imprecise_acc=max_num_imprecise_acc, out_dtype=out_dtype, acc_dtype=acc_dtype)
     if M % 64 or N % 8:
         raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
-    kw: dict[str, Any] = {}
-    m = max_num_imprecise_acc
-    if m is not None and (isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)) or m < 0):
-        raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
-    if "e4m3" in instr or "e5m2" in instr:
-        if m == 0:
-            perm = mma_sync_fp8_k_order(K)
-            d = gemm(a.astype(np.float16)[:, perm], b.astype(np.float16)[perm],
-                     instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
-            return _store(d, od)
-        if m is not None and m > block_k:
-            raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "
-                             f"a larger one), got {_describe(m)}")
-        if m is None:  # Triton's default (2**30 > BLOCK_K): no partial accumulator, one chain over all of K
-            return gemm(a, b, instr=instr, out_dtype=_OUT[od])
-        group = -(-int(m) // kinstr)           # instructions per partial sum
-        per_slice = block_k // kinstr
-        if per_slice % group == 0:
-            kw["promote_every"] = group
-        else:                                   # groups restart at every tl.dot (BLOCK_K slice)
-            acc = np.zeros((M, N), np.float32)
-            for k0 in range(0, K, block_k):
-                for g0 in range(0, per_slice, group):
-                    ks = slice(k0 + g0 * kinstr, k0 + min(g0 + group, per_slice) * kinstr)
-                    acc = add_f32(acc, gemm(a[:, ks], b[ks], instr=instr))
-            return _store(acc, od)
-    elif max_num_imprecise_acc not in (None, 0):
-        raise InputError("max_num_imprecise_acc applies to FP8 inputs only")
-    if a.dtype == np.float32 and input_precision == "ieee":
-        d = _fma_matmul(np.ascontiguousarray(a), np.ascontiguousarray(b))
-        return _store(d, od)
-    if a.dtype == np.float32 and input_precision == "tf32x3":
-        big_a, big_b = rna_tf32(a), rna_tf32(b)
-        with np.errstate(all="ignore"):
-            small_a, small_b = canonical_nan_f32(a - big_a), canonical_nan_f32(b - big_b)
-        acc = np.zeros((M, N), np.float32)
-        for k0 in range(0, K, block_k):
-            ks = slice(k0, k0 + block_k)
-            p = gemm(small_a[:, ks], big_b[ks], instr=instr)
-            p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
-            p = np.where(np.isnan(p), np.float32(0), p)      # Triton's replaceNansWithZeros
-            q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
-            acc = add_f32(acc, q)
-        return _store(acc, od)
-    return gemm(a, b, instr=instr, out_dtype=_OUT[od], **kw)
+    with np.errstate(all="ignore"):
+        return sched.run(a, b)
+
+
+def _acc_name(acc_dtype) -> str:
+    try:
+        dt = np.dtype(acc_dtype)
+    except TypeError:
+        dt = None
+    if dt == np.float32:
+        return "f32"
+    if dt == np.float16:
+        return "f16"
+    raise InputError(f"acc_dtype must be numpy.float32 or numpy.float16, got {_describe(acc_dtype)}")
 
 
 def _store(acc: np.ndarray, od: np.dtype) -> np.ndarray:
@@ -181,22 +199,3 @@ def rna_tf32(x: np.ndarray) -> np.ndarray:
     u = x.view(np.uint32).astype(np.uint64)
     r = ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
     return np.where(np.isnan(x), x, r)  # a NaN stays NaN (carrying into the sign bit would make it -0)
-
-
-@numba.njit(parallel=True, cache=True)
-def _fma_kernel(a, b, out):
-    M, K = a.shape
-    N = b.shape[1]
-    for i in numba.prange(M):
-        for j in range(N):
-            acc = np.float32(0.0)
-            for k in range(K):
-                acc = fma_f32(np.float64(a[i, k]), np.float64(b[k, j]), acc)  # products in float64: no overflow
-            out[i, j] = acc
-
-
-def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Triton's ``input_precision="ieee"`` dot: one FMA per K element, in K order."""
-    out = np.empty((a.shape[0], b.shape[1]), np.float32)
-    _fma_kernel(a, b, out)
-    return canonical_nan_f32(out)   # fma.rn.f32 writes the canonical NaN

@@ -96,14 +96,26 @@ def kept_positions(meta, form: WgmmaSpForm | str) -> np.ndarray:
 def compress(a, form: WgmmaSpForm | str) -> tuple[np.ndarray, np.ndarray]:
     """(a_compressed (..., 64, K/2), meta uint8 (..., 64, K/4 or K/2)) of a dense A with 2:4
     structure (1:2 for tf32).  A chunk with fewer nonzeros than it keeps stores zeros at the
-    first free positions (all-zero chunk: 0b0100 — elements 0 and 1; tf32: 0b0100)."""
+    first free positions (all-zero chunk: 0b0100 — elements 0 and 1; tf32: 0b0100).
+
+    ``a`` is one instruction's tiles (..., 64, K), or a whole (M, K) matrix (M a multiple of 64, K of
+    the instruction's K): then a_compressed is (M, K/2) and meta (M, K/4 or K/2), instruction after
+    instruction along K, as :func:`gemm_sp` takes them."""
     f = form if isinstance(form, WgmmaSpForm) else parse_wgmma_sp(form)
     dt = element_dtype(f.dtype_a)
     x = as_array("a", a)
     if x.dtype != dt:
         raise DTypeError(f"a must be {dt.name} for .{f.dtype_a}, got {x.dtype.name}")
+    if x.ndim == 2 and x.shape != (M, f.k) and x.shape[0] and x.shape[0] % M == 0 and x.shape[1] \
+            and x.shape[1] % f.k == 0:
+        rows, kk = x.shape
+        tiles = np.ascontiguousarray(x.reshape(rows // M, M, kk // f.k, f.k).transpose(0, 2, 1, 3))
+        ac, meta = compress(tiles, f)
+        return (np.ascontiguousarray(ac.transpose(0, 2, 1, 3).reshape(rows, kk // 2)),
+                np.ascontiguousarray(meta.transpose(0, 2, 1, 3).reshape(rows, -1)))
     if x.ndim < 2 or x.shape[-2:] != (M, f.k):
-        raise InputError(f"a must have shape (..., 64, {f.k}) for {f.shape}, got {x.shape}")
+        raise InputError(f"a must have shape (..., 64, {f.k}) for {f.shape}, or (M, K) with M a multiple of 64 "
+                         f"and K of {f.k}, got {x.shape}")
     bits = bits_of(x)
     keep = 2 if f.chunk == 4 else 1
     ch = bits.reshape(bits.shape[:-1] + (f.meta_cols, f.chunk))
@@ -159,11 +171,13 @@ def prune_2_4(a, form: WgmmaSpForm | str) -> np.ndarray:
     x = as_array("a", a)
     if x.dtype != dt:
         raise DTypeError(f"a must be {dt.name} for .{f.dtype_a}, got {x.dtype.name}")
-    if x.ndim < 2 or x.shape[-2:] != (M, f.k):
-        raise InputError(f"a must have shape (..., 64, {f.k}) for {f.shape}, got {x.shape}")
+    whole = x.ndim == 2 and x.shape[0] and x.shape[0] % M == 0 and x.shape[1] and x.shape[1] % f.k == 0
+    if not whole and (x.ndim < 2 or x.shape[-2:] != (M, f.k)):
+        raise InputError(f"a must have shape (..., 64, {f.k}) for {f.shape}, or (M, K) with M a multiple of 64 "
+                         f"and K of {f.k}, got {x.shape}")
     mag = np.abs(x.astype(np.float64))
     mag = np.where(np.isnan(mag), np.inf, mag)
-    ch = mag.reshape(mag.shape[:-1] + (f.meta_cols, f.chunk))
+    ch = mag.reshape(mag.shape[:-1] + (x.shape[-1] // f.chunk, f.chunk))
     keep = 2 if f.chunk == 4 else 1
     order = np.argsort(-ch, axis=-1, kind="stable")[..., :keep]
     mask = np.zeros(ch.shape, bool)

@@ -28,7 +28,8 @@ def replay_triton(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: 
     if a.shape[1] != b.shape[0] or arrays["d"].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"triton fixture: a {a.shape}, b {b.shape} and d {arrays['d'].shape} do not match")
     d = triton_matmul(a, b, block_k=meta["BK"], input_precision=meta["input_precision"] or "tf32",
-                      max_num_imprecise_acc=meta["imp"] if meta["dtype"] in ("e4m3", "e5m2") else 0, out_dtype=_OUT[meta["out"]])
+                      max_num_imprecise_acc=meta["imp"] if meta["dtype"] in ("e4m3", "e5m2") else 0, out_dtype=_OUT[meta["out"]],
+                      acc_dtype=_OUT[meta.get("acc", "f32")])
     return _count(bits_of(d), arrays["d"], f"triton {meta['dtype']} BK={meta['BK']}", {})
 
 

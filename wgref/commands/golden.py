@@ -1,5 +1,7 @@
 """``golden``: the bit-exact output of a library kernel (triton matmul, torch._scaled_mm,
-CUTLASS DSL GEMM, cuBLAS matmul) from its golden model."""
+CUTLASS DSL GEMM, cuBLAS matmul, cuSPARSELt) from its golden model, or from a stored schedule
+(``--schedule s.json``).  Where the library is known to switch kernels near the shape and neither
+``--kernel`` nor ``--schedule`` says which ran, a warning line goes to stderr."""
 
 from __future__ import annotations
 
@@ -27,9 +29,12 @@ def _as_dtype(x: np.ndarray, name: str, dt: str) -> np.ndarray:
 _TAKES = {
     "--block-k": ("triton",), "--input-precision": ("triton",), "--imp": ("triton",),
     "--scale-a": ("scaled-mm",), "--scale-b": ("scaled-mm",), "--fast-accum": ("scaled-mm",),
-    "--acc": ("cutlass",), "--promotion-interval": ("cutlass",),
-    "--kernel": ("cublas",), "--splits": ("cublas",),
+    "--acc": ("cutlass", "triton"), "--promotion-interval": ("cutlass",),
+    "--kernel": ("cublas", "scaled-mm", "cusparselt"), "--splits": ("cublas",),
 }
+# options a stored schedule replaces (the schedule says what the kernel does)
+_MODEL_OPTIONS = ("--block-k", "--input-precision", "--imp", "--fast-accum", "--acc", "--promotion-interval",
+                  "--kernel", "--splits")
 
 
 def _check_options(args) -> None:
@@ -38,6 +43,11 @@ def _check_options(args) -> None:
              "--scale-a": args.scale_a, "--scale-b": args.scale_b, "--fast-accum": args.fast_accum or None,
              "--acc": args.acc, "--promotion-interval": args.promotion_interval, "--kernel": args.kernel,
              "--splits": args.splits}
+    if getattr(args, "schedule", None) is not None:
+        clash = [o for o in _MODEL_OPTIONS if given[o] is not None]
+        if clash:
+            raise UsageError(f"wgref golden --schedule replaces {', '.join(clash)}: the stored schedule says what "
+                             f"the kernel does")
     bad = [o for o, v in given.items() if v is not None and args.library not in _TAKES[o]]
     if bad:
         rule = "; ".join(f"{o} is for {', '.join(_TAKES[o])}" for o in bad)
@@ -80,8 +90,27 @@ def _scale(spec: str | None, flag: str):
     return np.float32(v)
 
 
+def _kernels(spec: str | None):
+    return None if spec is None else [k.strip() for k in spec.split(",")]
+
+
 @command("golden")
 def cmd_golden(args) -> int:
+    import sys
+    import warnings
+
+    from refmodel.golden import ScheduleWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ScheduleWarning)
+        rc = _golden(args)
+    for w in caught:
+        if issubclass(w.category, ScheduleWarning):
+            print(f"wgref golden {args.library}: warning: {str(w.message)[:400]}", file=sys.stderr)
+    return rc
+
+
+def _golden(args) -> int:
     from refmodel.dtypes import bits_of, element_dtype
     from refmodel.fileio import atomic_write, check_output
 
@@ -89,15 +118,21 @@ def cmd_golden(args) -> int:
     inputs = [_file_of(args.a), _file_of(args.b)] + [_file_of(x) for x in (args.scale_a, args.scale_b)
                                                       if x is not None and _is_file_arg(x)]
     check_output(args.output, inputs=inputs)   # not a device, a folder, a symlink or one of the inputs
+    if args.schedule is not None:
+        inputs.append(args.schedule)
+        check_output(args.output, inputs=inputs)
     a, b = load_array(args.a), load_array(args.b)
-    if args.library == "triton":
+    if args.schedule is not None:
+        d = _run_schedule(args, a, b)
+    elif args.library == "triton":
         from refmodel.golden import triton_matmul
 
         if args.block_k is None:
             raise UsageError("wgref golden triton needs --block-k (the kernel's BLOCK_K)")
         d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), block_k=args.block_k,
                           input_precision=args.input_precision or "tf32", max_num_imprecise_acc=args.imp,
-                          out_dtype=np.dtype(element_dtype(args.out_dtype)))
+                          out_dtype=np.dtype(element_dtype(args.out_dtype)),
+                          acc_dtype=np.float16 if args.acc == "f16" else np.float32)
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
@@ -107,27 +142,30 @@ def cmd_golden(args) -> int:
                                out_dtype=np.dtype(element_dtype(args.out_dtype)),
                                mma_promotion_interval=args.promotion_interval)
     elif args.library == "cublas":
-        from refmodel.golden import cublas_matmul, cublas_schedule
+        from refmodel.golden import cublas_matmul
 
         if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
             raise UsageError(f"cublas inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
         aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
         if aa.ndim != 2 or bb.ndim != 2:
             raise UsageError(f"cublas: a must be (M, K) and b (K, N), got {aa.shape} and {bb.shape}")
-        if args.kernel:
-            kw = cublas_schedule([k.strip() for k in args.kernel.split(",")], aa.shape[0], bb.shape[1],
-                                 aa.shape[1]).kwargs()
-        else:
-            kw = {"splits": args.splits or 1}
-        d = cublas_matmul(aa, bb, **kw, out_dtype=args.out_dtype)
+        d = cublas_matmul(aa, bb, splits=args.splits, kernel=_kernels(args.kernel), out_dtype=args.out_dtype)
+    elif args.library == "cusparselt":
+        from refmodel.golden import cusparselt_matmul
+
+        if args.dtype not in ("f16", "bf16", "e4m3"):
+            raise UsageError(f"cusparselt inputs are f16, bf16 or e4m3, got --dtype {args.dtype}")
+        d = cusparselt_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), out_dtype=args.out_dtype,
+                              kernel=_kernels(args.kernel))
     else:  # torch._scaled_mm
-        from refmodel.numerics.scaled_mm import scaled_mm
+        from refmodel.golden import scaled_mm
 
         if args.dtype not in ("e4m3", "e5m2"):
             raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype}")
         sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
         d = scaled_mm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b_nk", args.dtype), sa, sb,
-                      out_dtype=args.out_dtype, use_fast_accum=args.fast_accum)
+                      out_dtype=args.out_dtype, use_fast_accum=args.fast_accum, fmt_a=args.dtype, fmt_b=args.dtype,
+                      kernel=_kernels(args.kernel))
     bits = bits_of(d)
     atomic_write(args.output, lambda fh: np.save(fh, bits))
     print(f"wrote {args.output}: {d.shape[0]}x{d.shape[1]} {args.out_dtype} as raw bits ({bits.dtype}); "
@@ -135,10 +173,25 @@ def cmd_golden(args) -> int:
     return 0
 
 
+def _run_schedule(args, a, b):
+    """D of a stored schedule: scaled-mm takes B as (N, K) and the scales; the others B as (K, N)."""
+    from refmodel.golden import load_schedule
+
+    sched = load_schedule(args.schedule)
+    if sched.out_dtype not in (None, args.out_dtype):
+        raise UsageError(f"the schedule writes {sched.out_dtype}, --out-dtype asks for {args.out_dtype}")
+    sched = sched.replace(out_dtype=args.out_dtype)
+    aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
+    if args.library == "scaled-mm":
+        sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
+        return sched.expected(aa, bb, scale_a=sa, scale_b=sb)
+    return sched.run(aa, bb)
+
+
 def add_golden_parser(sub) -> None:
     """``wgref golden``: a library kernel's bit-exact output."""
-    g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm, CUTLASS DSL GEMM, cuBLAS matmul)")
-    g.add_argument("library", choices=["triton", "scaled-mm", "cutlass", "cublas"])
+    g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm, CUTLASS DSL GEMM, cuBLAS matmul, cuSPARSELt)")
+    g.add_argument("library", choices=["triton", "scaled-mm", "cutlass", "cublas", "cusparselt"])
     g.add_argument("a", help="A (M, K) as .npy (values, or raw codes with --dtype)")
     g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm (torch's b.T)")
     g.add_argument("--dtype", required=True, choices=list(_GOLDEN_DT), help="the inputs' format")
@@ -151,10 +204,13 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--scale-a", default=None, help="scaled-mm: a number, or (M, 1) .npy")
     g.add_argument("--scale-b", default=None, help="scaled-mm: a number, or (1, N) .npy")
     g.add_argument("--fast-accum", action="store_true", help="scaled-mm: use_fast_accum=True")
-    g.add_argument("--acc", default=None, choices=["f32", "f16"], help="cutlass: the accumulator (default f32)")
+    g.add_argument("--acc", default=None, choices=["f32", "f16"], help="cutlass, triton: the accumulator (default f32)")
     g.add_argument("--promotion-interval", type=int, default=None,
                    help="cutlass: the FP8 2xacc example's mma_promotion_interval")
     g.add_argument("--kernel", default=None,
-                   help="cublas: the kernel name(s) torch's profiler showed (comma-separated); gives the schedule")
+                   help="cublas, scaled-mm, cusparselt: the kernel name(s) torch's profiler showed (comma-separated); "
+                        "gives the schedule (an unrecorded split is refused)")
+    g.add_argument("--schedule", default=None, metavar="JSON",
+                   help="run a stored schedule (refmodel.golden.Schedule JSON) instead of the library's model")
     g.add_argument("--splits", type=int, default=None, help="cublas without --kernel: the split-K count (default 1)")
 
