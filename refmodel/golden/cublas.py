@@ -197,7 +197,7 @@ def cublas_matmul(a, b, *, splits: Optional[int] = None, split_align: Optional[i
         from .kernel_regions import warn_if_switching
 
         warn_if_switching("scaled_mm_precise" if fp8 else f"matmul_{name}", a.shape[0], b.shape[1], a.shape[1],
-                          "cuBLAS", stacklevel=3)
+                          "cuBLAS", stacklevel=4)
     sched = matmul_schedule(name, splits=splits, split_align=split_align, instr=instr, reduce_dtype=reduce_dtype,
                             out_dtype=out_dtype, dtype_b=_NAMES[np.dtype(b.dtype)])
     return sched.run(a, b)
