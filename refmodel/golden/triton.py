@@ -9,6 +9,9 @@ fixtures/triton) and what reproduces it bit for bit:
 inputs / options                       schedule (refmodel.gemm)
 =====================================  ==============================================================
 f16, bf16                              wgmma k16 (f32 accumulator) chained over the whole K
+f16 / FP8 with an f16 ``acc``          wgmma k16 / k32 with the f16 accumulator (``.f16.f16.f16``,
+(``acc_dtype=numpy.float16``)          ``.f16.e4m3.e4m3``) chained over the whole K, then ``acc.to(out)``
+                                       (H200 recordings f16acc_*: 0 mismatches)
 f32, ``input_precision="tf32"``        wgmma tf32 k8 on the raw f32 bits (no cvt: the tensor core
                                        ignores the low 13 bits) chained over the whole K
 f32, ``input_precision="tf32x3"``      per BLOCK_K slice: big = cvt.rna.tf32(x), small = x - big;
