@@ -1,5 +1,9 @@
 """pytest setup: the ``gpu`` marker skips without an sm_90 device unless --require-gpu."""
 
+import os
+import stat
+import tempfile
+
 import pytest
 
 
@@ -36,7 +40,6 @@ def pytest_runtest_makereport(item, call):
 # ----------------------------------------------------------------------------- Hypothesis profiles
 # CI is deterministic (derandomize): the same examples every run.  HYPOTHESIS_PROFILE=thorough
 # runs many more, randomly seeded, for local bug hunting.
-import os
 
 from hypothesis import HealthCheck, settings
 
@@ -58,3 +61,59 @@ def adversarial_counter():
 def pytest_terminal_summary(terminalreporter):
     if ADVERSARIAL["cases"]:
         terminalreporter.write_line(f"adversarial cases tried: {ADVERSARIAL['cases']}")
+
+
+# ----------------------------------------------------------------------------- adversarial file tests
+# (used by tests/test_adversarial_writes.py and tests/test_adversarial_reads.py: pytestmark usefixtures)
+
+def _dangerous(dst) -> str | None:
+    p = os.path.abspath(os.fsdecode(dst))
+    if p == "/dev" or p.startswith("/dev/") or os.path.realpath(p).startswith("/dev/"):
+        return f"{p} is under /dev"
+    try:
+        st_ = os.lstat(p)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st_.st_mode):
+        return f"{p} exists and is not a regular file"
+    return None
+
+
+@pytest.fixture
+def no_clobber(monkeypatch):
+    """Make a wrong writer fail loudly instead of replacing /dev/null or a FIFO (we are root)."""
+    real_replace, real_rename, real_mkstemp = os.replace, os.rename, tempfile.mkstemp
+
+    def replace(src, dst, *a, **kw):
+        why = _dangerous(dst)
+        if why:
+            raise AssertionError(f"a writer tried to replace {why}")
+        return real_replace(src, dst, *a, **kw)
+
+    def rename(src, dst, *a, **kw):
+        why = _dangerous(dst)
+        if why:
+            raise AssertionError(f"a writer tried to rename onto {why}")
+        return real_rename(src, dst, *a, **kw)
+
+    def mkstemp(*a, **kw):
+        d = kw.get("dir") or (a[2] if len(a) > 2 else None)
+        if d is not None and os.path.abspath(os.fsdecode(d)).startswith("/dev"):
+            raise AssertionError(f"a writer tried to create a temporary file in {d}")
+        return real_mkstemp(*a, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    null_before = os.stat("/dev/null")
+    yield
+    null_after = os.stat("/dev/null")
+    assert stat.S_ISCHR(null_after.st_mode) and null_after.st_rdev == null_before.st_rdev, \
+        "/dev/null is no longer the null character device"
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    p = tmp_path_factory.mktemp("outside") / "precious.txt"
+    p.write_bytes(b"precious")
+    return p

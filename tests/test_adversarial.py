@@ -11,8 +11,6 @@ CI runs the deterministic ``ci`` Hypothesis profile (tests/conftest.py);
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -31,6 +29,8 @@ import refmodel
 from refmodel.errors import DTypeError, FormError, InputError, WgrefError
 from refmodel.verify.case import WgmmaCase, load_case, save_case
 from wgref.cli import main
+
+from cli_harness import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = 20 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1
@@ -272,18 +272,6 @@ def test_diff_of_any_two_arrays(x, fmt, adversarial_counter):
 
 
 # ----------------------------------------------------------------------------- CLI argv
-
-def run_cli(argv):
-    """(rc, stdout, stderr) of the CLI in-process; any escaping exception fails the property."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:  # argparse (usage errors, -h)
-            rc = e.code if isinstance(e.code, int) else 2
-    return rc, out.getvalue(), err.getvalue()
-
 
 def check_cli(argv):
     rc, out, err = run_cli(argv)

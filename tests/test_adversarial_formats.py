@@ -21,7 +21,6 @@ counted in ``adversarial_counter``.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -43,6 +42,8 @@ from refmodel.verify.journal import merge_journals, read_journal, scan_journal
 from refmodel.verify.shrink_sparse import SPARSE_REPLAY, SparseCase, load_sparse_case, save_sparse_case
 from wgref.cli import main
 
+from cli_harness import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = 20 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1
 INSTR = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
@@ -54,17 +55,6 @@ def n(k: int) -> int:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def run_cli(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 2
-    return rc, out.getvalue(), err.getvalue()
-
 
 def check_cli(argv, *, want=None):
     rc, out, err = run_cli(argv)
