@@ -31,16 +31,16 @@ class Target:
 
 
 def _torch_call(call, out: str):
-    from gpu.libraries.torch_cublas import bits_view, profiled
+    from gpu.libraries.torch_cublas import profiled, to_host
 
     d, kernels = profiled(call)
-    return from_bits(np.ascontiguousarray(bits_view(d)).view({2: np.uint16, 4: np.uint32}[d.element_size()]), out), kernels
+    return to_host(d, out), kernels
 
 
 def make_target(name: str, *, dtype: str, out_dtype: str, fast_accum: bool = False, block_k: int = 64,
                 imp=None) -> Target:
     """The target ``name`` (one of :data:`TARGETS`) for inputs of ``dtype`` and an ``out_dtype`` output."""
-    from gpu.libraries.torch_cublas import _torch, to_gpu, versions
+    from gpu.libraries.torch_cublas import _torch, to_gpu, to_host, versions
 
     if name not in TARGETS:
         raise InputError(f"infer target must be one of {', '.join(TARGETS)}, got {name!r:.60}")
@@ -78,21 +78,16 @@ def make_target(name: str, *, dtype: str, out_dtype: str, fast_accum: bool = Fal
                                                       "f16": torch.float16}[out_dtype])
             else:
                 d, k = semi_structured_mm(A, to_gpu(b, dtype))
-            from gpu.libraries.torch_cublas import bits_view
-
-            return from_bits(np.ascontiguousarray(bits_view(d)).view({2: np.uint16, 4: np.uint32}[d.element_size()]),
-                             out_dtype), k
+            return to_host(d, out_dtype), k
         return Target(run, {**info, "library": f"cuSPARSELt {version()} (torch {torch.__version__})"}, sparse=True)
     # triton
-    from gpu.libraries.torch_cublas import bits_view
     from gpu.libraries.triton import tiled_matmul, version
 
     def run(a, b):
         c, _ = tiled_matmul(to_gpu(a, dtype), to_gpu(b, dtype), out=out_dtype, block_m=64, block_n=64, block_k=block_k,
                             prec="none", imp=-1 if imp is None else int(imp), num_warps=4)
         torch.cuda.synchronize()
-        return from_bits(np.ascontiguousarray(bits_view(c)).view({2: np.uint16, 4: np.uint32}[c.element_size()]),
-                         out_dtype), ["triton tiled_matmul"]
+        return to_host(c, out_dtype), ["triton tiled_matmul"]
     return Target(run, {**info, "library": f"Triton {version()}", "block_k": block_k, "imp": imp})
 
 

@@ -76,19 +76,7 @@ def tiled_matmul_f16acc_kernel():
 
 def tiled_matmul_f16acc(a, b, *, out: str, block_m: int, block_n: int, block_k: int, num_warps: int):
     """Launch :func:`tiled_matmul_f16acc_kernel` as :func:`tiled_matmul` does: ``(c, compiled kernel)``."""
-    import torch
-    import triton.language as tl
-
-    kern = tiled_matmul_f16acc_kernel()
-    M, K = a.shape
-    N = b.shape[1]
-    t_out, tl_out = {"f32": (torch.float32, tl.float32), "bf16": (torch.bfloat16, tl.bfloat16),
-                     "f16": (torch.float16, tl.float16)}[out]
-    c = torch.empty(M, N, device="cuda", dtype=t_out)
-    compiled = kern[(M // block_m, N // block_n)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
-                                                  b.stride(1), c.stride(0), c.stride(1), BM=block_m, BN=block_n,
-                                                  BK=block_k, OUT=tl_out, num_warps=num_warps)
-    return c, compiled
+    return _launch(tiled_matmul_f16acc_kernel(), a, b, out, block_m, block_n, num_warps, BK=block_k)
 
 
 def tiled_matmul(a, b, *, out: str, block_m: int, block_n: int, block_k: int, prec: str, imp: int,
@@ -97,10 +85,14 @@ def tiled_matmul(a, b, *, out: str, block_m: int, block_n: int, block_k: int, pr
     (M / block_m, N / block_n), into a new (M, N) tensor of ``out`` ("f32", "bf16", "f16"):
     ``(c, the compiled kernel)`` (its ``.asm`` holds the PTX).  ``prec`` and ``imp`` are the kernel's
     PREC and IMP ("none" / -1: the argument is left out of ``tl.dot``).  Does not synchronize."""
+    return _launch(tiled_matmul_kernel(), a, b, out, block_m, block_n, num_warps, BK=block_k, PREC=prec, IMP=imp)
+
+
+def _launch(kern, a, b, out: str, block_m: int, block_n: int, num_warps: int, **constexprs):
+    """One launch of a tiled-matmul kernel over an (M / block_m, N / block_n) grid into a new output."""
     import torch
     import triton.language as tl
 
-    kern = tiled_matmul_kernel()
     M, K = a.shape
     N = b.shape[1]
     t_out, tl_out = {"f32": (torch.float32, tl.float32), "bf16": (torch.bfloat16, tl.bfloat16),
@@ -108,7 +100,7 @@ def tiled_matmul(a, b, *, out: str, block_m: int, block_n: int, block_k: int, pr
     c = torch.empty(M, N, device="cuda", dtype=t_out)
     compiled = kern[(M // block_m, N // block_n)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                                                   b.stride(1), c.stride(0), c.stride(1), BM=block_m, BN=block_n,
-                                                  BK=block_k, PREC=prec, IMP=imp, OUT=tl_out, num_warps=num_warps)
+                                                  OUT=tl_out, num_warps=num_warps, **constexprs)
     return c, compiled
 
 

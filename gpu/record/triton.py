@@ -50,36 +50,51 @@ M = N = 256
 K = 512
 
 
-def explore(out: Path, only=None) -> None:
+def _operands(seed: int, dt: str, exp_lo: int, exp_hi: int, lim: float):
+    """A (M, K) and B (K, N) on the GPU: normals times 2**randint(exp_lo, exp_hi), clamped to ±lim."""
     import torch
 
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    scale = 2.0 ** torch.randint(exp_lo, exp_hi, (M, K), device="cuda", generator=g).float()
+    a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-lim, lim).to(torch_dtype(dt))
+    scale = 2.0 ** torch.randint(exp_lo, exp_hi, (K, N), device="cuda", generator=g).float()
+    b = (torch.randn(K, N, device="cuda", generator=g) * scale).clamp(-lim, lim).to(torch_dtype(dt))
+    return a, b
+
+
+def _run_and_save(out: Path, name: str, launch, a, b, config: dict, ptx_words: tuple) -> None:
+    """Launch, then save inputs, output and configuration (``<name>.npz``) and the PTX lines that say
+    which instructions Triton emitted and where it adds (``<name>.ptx.txt``); a refusal is reported."""
+    import torch
+
+    try:
+        c, kern = launch(a, b)
+        torch.cuda.synchronize()
+        ptx = kern.asm.get("ptx", "")
+    except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
+        print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+        return
+    np.savez_compressed(out / f"{name}.npz", a=bits_view(a), b=bits_view(b), c=bits_view(c),
+                        config=np.array(json.dumps({"name": name, **config, "triton": triton_version(),
+                                                    "torch": torch.__version__})))
+    wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
+    keep = [ln for ln in ptx.splitlines() if any(s in ln for s in ptx_words)]
+    (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
+    print(f"{name}: ok; instructions {wg}", flush=True)
+
+
+def explore(out: Path, only=None) -> None:
     tiled_matmul_kernel()
     out.mkdir(parents=True, exist_ok=True)
     for i, (name, dt, BM, BN, BK, warps, prec, imp, o) in enumerate(CONFIGS):
         if only and name not in only:
             continue
-        g = torch.Generator(device="cuda").manual_seed(1000 + i)
-        scale = 2.0 ** torch.randint(-4, 5, (M, K), device="cuda", generator=g).float()
-        a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-400, 400).to(torch_dtype(dt))
-        scale = 2.0 ** torch.randint(-4, 5, (K, N), device="cuda", generator=g).float()
-        b = (torch.randn(K, N, device="cuda", generator=g) * scale).clamp(-400, 400).to(torch_dtype(dt))
-        try:
-            c, kern = tiled_matmul(a, b, out=o, block_m=BM, block_n=BN, block_k=BK, prec=prec or "none",
-                                   imp=-1 if imp == "none" else (imp or 0), num_warps=warps)
-            torch.cuda.synchronize()
-            ptx = kern.asm.get("ptx", "")
-        except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
-            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-            continue
-        np.savez_compressed(out / f"{name}.npz", a=bits_view(a), b=bits_view(b), c=bits_view(c),
-                            config=np.array(json.dumps({"name": name, "dtype": dt, "BM": BM, "BN": BN, "BK": BK,
-                                                        "warps": warps, "input_precision": prec, "imp": imp, "out": o,
-                                                        "triton": triton_version(), "torch": torch.__version__})))
-        wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
-        keep = [ln for ln in ptx.splitlines()
-                if any(s in ln for s in ("wgmma", "add.f32", "add.rn.f32", "fma.rn.f32", "cvt.rna.tf32", "cvt.rn"))]
-        (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
-        print(f"{name}: ok; instructions {wg}", flush=True)
+        a, b = _operands(1000 + i, dt, -4, 5, 400)
+        _run_and_save(out, name, lambda x, y: tiled_matmul(x, y, out=o, block_m=BM, block_n=BN, block_k=BK,
+                                                           prec=prec or "none", imp=-1 if imp == "none" else (imp or 0),
+                                                           num_warps=warps), a, b,
+                      {"dtype": dt, "BM": BM, "BN": BN, "BK": BK, "warps": warps, "input_precision": prec, "imp": imp,
+                       "out": o}, ("wgmma", "add.f32", "add.rn.f32", "fma.rn.f32", "cvt.rna.tf32", "cvt.rn"))
 
 
 # f16 accumulation: (name, dtype, BM, BN, BK, warps, out); inputs small enough that f16 sums stay finite
@@ -95,31 +110,13 @@ F16ACC_CONFIGS = [
 def explore_f16acc(out: Path) -> None:
     """Run :data:`F16ACC_CONFIGS` (Triton's ``tl.dot(..., out_dtype=tl.float16)`` with an f16 ``acc``),
     saving inputs, outputs and PTX as :func:`explore` does."""
-    import torch
-
     out.mkdir(parents=True, exist_ok=True)
     for i, (name, dt, BM, BN, BK, warps, o) in enumerate(F16ACC_CONFIGS):
-        g = torch.Generator(device="cuda").manual_seed(3000 + i)
-        scale = 2.0 ** torch.randint(-5, 1, (M, K), device="cuda", generator=g).float()
-        a = (torch.randn(M, K, device="cuda", generator=g) * scale).clamp(-8, 8).to(torch_dtype(dt))
-        scale = 2.0 ** torch.randint(-5, 1, (K, N), device="cuda", generator=g).float()
-        b = (torch.randn(K, N, device="cuda", generator=g) * scale).clamp(-8, 8).to(torch_dtype(dt))
-        try:
-            c, kern = tiled_matmul_f16acc(a, b, out=o, block_m=BM, block_n=BN, block_k=BK, num_warps=warps)
-            torch.cuda.synchronize()
-            ptx = kern.asm.get("ptx", "")
-        except Exception as e:  # a configuration Triton refuses is reported, the rest goes on
-            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-            continue
-        np.savez_compressed(out / f"{name}.npz", a=bits_view(a), b=bits_view(b), c=bits_view(c),
-                            config=np.array(json.dumps({"name": name, "dtype": dt, "BM": BM, "BN": BN, "BK": BK,
-                                                        "warps": warps, "input_precision": None, "imp": None,
-                                                        "acc": "f16", "out": o, "triton": triton_version(),
-                                                        "torch": torch.__version__})))
-        wg = sorted({ln.strip().split()[0] for ln in ptx.splitlines() if "wgmma.mma_async" in ln or "mma.sync" in ln})
-        keep = [ln for ln in ptx.splitlines() if any(s in ln for s in ("wgmma", "add.f16", "add.rn.f16", "cvt"))]
-        (out / f"{name}.ptx.txt").write_text("\n".join(wg) + "\n\n" + "\n".join(keep[:3000]))
-        print(f"{name}: ok; instructions {wg}", flush=True)
+        a, b = _operands(3000 + i, dt, -5, 1, 8)
+        _run_and_save(out, name, lambda x, y: tiled_matmul_f16acc(x, y, out=o, block_m=BM, block_n=BN, block_k=BK,
+                                                                  num_warps=warps), a, b,
+                      {"dtype": dt, "BM": BM, "BN": BN, "BK": BK, "warps": warps, "input_precision": None,
+                       "imp": None, "acc": "f16", "out": o}, ("wgmma", "add.f16", "add.rn.f16", "cvt"))
 
 
 ROWS, COLS = 64, 64   # stored sample: D[rows, cols] with the A rows and B columns it depends on

@@ -33,8 +33,6 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..numerics.accumulate import params_for, with_params
-from ..numerics.gemm import gemm
 from ..validate import _describe, as_array, strict_options
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -77,30 +75,6 @@ def split_bounds(K: int, splits: int, align: int) -> list[int]:
     return [min(i * chunk, K) for i in range(splits)] + [K]
 
 
-def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    if x.shape == (rows, cols):
-        return np.ascontiguousarray(x)
-    out = np.zeros((rows, cols), x.dtype)
-    out[:x.shape[0], :x.shape[1]] = x
-    return out
-
-
-def _chunk(a, b, instr_s: str, kgroup8: bool, fp8: bool) -> np.ndarray:
-    """f32 result of one fresh chain over a (M, k) and b (k, N), zero-padded to the instruction."""
-    M, k = a.shape
-    N = b.shape[1]
-    kq = 128 if fp8 else 16              # fp8: whole promotion stages of 4 k32 instructions
-    Mp, Kp, Np = -(-M // 64) * 64, -(-k // kq) * kq, -(-N // 8) * 8
-    A, B = _pad(a, Mp, Kp), _pad(b, Kp, Np)
-    if fp8:
-        d = gemm(A, B, instr=instr_s, promote_every=4, scale_a=np.float32(1), scale_b=np.float32(1))
-    elif kgroup8:
-        d = gemm(A, B, instr=instr_s, params=with_params(params_for(instr_s), k_group=8))
-    else:
-        d = gemm(A, B, instr=instr_s)
-    return np.ascontiguousarray(d[:M, :N], dtype=np.float32)
-
-
 def _check(a, b, splits, split_align, instr, reduce_dtype, out_dtype):
     a = as_array("a", a, what="an (M, K) array")
     b = as_array("b", b, what="a (K, N) array")
@@ -134,9 +108,10 @@ def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
                    instr: Optional[str] = None) -> list[np.ndarray]:
     """The float32 partial sums, one per split, before the reduction (see :func:`cublas_matmul`)."""
     a, b, name, fp8, instr, split_align, _ = _check(a, b, splits, split_align, instr, None, None)
-    instr_s = _wgmma(_NAMES[np.dtype(a.dtype)], _NAMES[np.dtype(b.dtype)])
+    chunk = matmul_schedule(name, splits=1, split_align=split_align, instr=instr, reduce_dtype=None, out_dtype=None,
+                            dtype_b=_NAMES[np.dtype(b.dtype)])    # one fresh chain: the f32 partial of a chunk
     bnd = split_bounds(a.shape[1], splits, split_align)
-    return [_chunk(a[:, k0:k1], b[k0:k1], instr_s, instr == "mma.sync.m16n8k8", fp8)
+    return [np.ascontiguousarray(chunk.run(a[:, k0:k1], b[k0:k1]), dtype=np.float32)
             for k0, k1 in zip(bnd[:-1], bnd[1:])]
 
 
@@ -204,7 +179,7 @@ def cublas_matmul(a, b, *, splits: Optional[int] = None, split_align: Optional[i
 
 
 def matmul_schedule(dtype: str, *, splits: int, split_align: int, instr: str, reduce_dtype: Optional[str],
-                    out_dtype: str, source: Optional[dict] = None, dtype_b: Optional[str] = None):
+                    out_dtype: Optional[str], source: Optional[dict] = None, dtype_b: Optional[str] = None):
     """The :class:`~refmodel.golden.Schedule` of a cuBLAS matmul: each of ``splits`` chunks a fresh chain
     (wgmma k16, FP8 k32 with promotion every 4, or mma.sync k8), partials added in split order."""
     from .schedule import Schedule

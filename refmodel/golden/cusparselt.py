@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..validate import _describe, as_array
-from .kernel_regions import ScheduleWarning, warn_if_switching
+from .kernel_regions import kernel_names, ScheduleWarning, warn_if_switching
 from .schedule import OUT_DTYPES, Schedule, load_schedule
 
 _IN = {np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(ml_dtypes.float8_e4m3fn): "e4m3"}
@@ -50,10 +50,7 @@ RECORDED = {
 
 
 def _kernel_of(kernel: Union[str, Sequence[str]]) -> str:
-    names = [kernel] if isinstance(kernel, str) else list(kernel) if isinstance(kernel, (list, tuple)) else None
-    if not names or not all(isinstance(k, str) for k in names):
-        raise InputError(f"kernel must be the kernel name (or the list of names) torch's profiler shows, "
-                         f"got {_describe(kernel)}")
+    names = kernel_names(kernel)
     sparse = [k for k in names if "sparse_gemm" in k or "cusparselt" in k]
     if not sparse:
         raise InputError(f"no cuSPARSELt kernel among {', '.join(n[:60] for n in names)[:200]}: "

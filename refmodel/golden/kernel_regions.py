@@ -14,6 +14,7 @@ import bisect
 import warnings
 from typing import Optional
 
+from ..errors import InputError
 from .kernel_regions_data import CLASSES, GRID_K, GRID_MN, VERSIONS
 
 CLASS_NAMES = {0: "plain", 1: "segment-K", 2: "split-K"}
@@ -24,6 +25,17 @@ class ScheduleWarning(UserWarning):
     """A golden model returned the bits of its default schedule for a call where the library is known
     to switch kernels (split-K, segment-K): pass ``kernel=`` (the name torch's profiler shows) or
     ``schedule=`` (a stored or inferred :class:`refmodel.golden.Schedule`) to get verified bits."""
+
+
+def kernel_names(kernel) -> list[str]:
+    """The kernel name, or list of names, that torch's profiler showed, as a non-empty list of strings."""
+    names = [kernel] if isinstance(kernel, str) else list(kernel) if isinstance(kernel, (list, tuple)) else None
+    if not names or not all(isinstance(k, str) for k in names):
+        from ..validate import _describe
+
+        raise InputError(f"kernel must be the kernel name (or the list of names) torch's profiler shows, "
+                         f"got {_describe(kernel)}")
+    return names
 
 
 def _around(grid: tuple, v: int) -> tuple[list[int], bool]:
@@ -65,4 +77,4 @@ def warn_if_switching(op: str, M: int, N: int, K: int, library: str, stacklevel:
                       f"profiler) or schedule= to know", ScheduleWarning, stacklevel=stacklevel)
 
 
-__all__ = ["ScheduleWarning", "region", "warn_if_switching", "OPS", "CLASS_NAMES"]
+__all__ = ["ScheduleWarning", "kernel_names", "region", "warn_if_switching", "OPS", "CLASS_NAMES"]

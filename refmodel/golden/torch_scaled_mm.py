@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..validate import _describe, as_array, as_float32, check_flag
-from .kernel_regions import warn_if_switching
+from .kernel_regions import kernel_names, warn_if_switching
 from .schedule import Schedule, load_schedule
 
 VERSION = "cuBLASLt 13.1 (torch 2.11.0+cu130)"
@@ -28,10 +28,7 @@ RECORDED_SPLITS = {(64, 64, 8192): 3, (128, 128, 16384): 6, (64, 256, 8192): 3}
 
 
 def _gemm_kernel(kernel: Union[str, Sequence[str]]) -> str:
-    names = [kernel] if isinstance(kernel, str) else list(kernel) if isinstance(kernel, (list, tuple)) else None
-    if not names or not all(isinstance(k, str) for k in names):
-        raise InputError(f"kernel must be the kernel name (or the list of names) torch's profiler shows, "
-                         f"got {_describe(kernel)}")
+    names = kernel_names(kernel)
     gemm = [k for k in names if "nvjet" in k or "gemm" in k.lower() and "splitKreduce" not in k]
     if not gemm:
         raise InputError(f"no cuBLASLt GEMM kernel among {', '.join(n[:60] for n in names)[:200]}")

@@ -70,6 +70,7 @@ class InferReport:
     closest: list = field(default_factory=list)      # with "none": (candidate, probe that ruled it out, misses)
     breaks: list = field(default_factory=list)
     seconds: float = 0.0
+    call_digests: list = field(default_factory=list)   # (inputs sha256, output sha256) per verification call
 
     def to_dict(self) -> dict:
         return {"status": self.status, "schedule": self.schedule.to_dict() if self.schedule else None,
@@ -385,34 +386,31 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
             return rep
         cands = keep
     # 4. verification on the fuzzer's families: every candidate on a few calls, the simplest in full
-    from .families.matrix import FAMILIES, make_inputs
-    from .seeded import prune_rows_2_4
+    from .families.matrix import FAMILIES
 
     def order(s):
         return (s.splits, s.reduce != "sequential", s.promote_every or 0, s.split_align)
 
     cands = sorted(cands, key=order)
-    rng = np.random.default_rng([seed, 2])
     alive = list(range(len(cands)))
     why = {}
     done = calls = 0
     screened = 0
-    while done < verify_outputs and alive:
-        fam = FAMILIES[calls % len(FAMILIES)]
-        a, b = make_inputs(rng, fam, dtype, M, N, K)
-        if sparse:
-            a = prune_rows_2_4(a)
+    for call, fam, a, b in verification_inputs(dtype, M, N, K, sparse=sparse, outputs=verify_outputs,
+                                               seed=[seed, 2]):
         d = run(a, b)
-        checking = alive if calls < len(FAMILIES) else alive[:max_full]
+        rep.call_digests.append(call_digest(a, b, d))
+        checking = alive if call < len(FAMILIES) else alive[:max_full]
         for i in checking:
             n = _misses(cands[i], a, b, d)
             if n:
                 why[i] = (fam, n)
                 alive.remove(i)
-        done += M * N
-        calls += 1
+        done, calls = done + M * N, call + 1
         if calls <= len(FAMILIES):
             screened = len(alive)
+        if not alive:
+            break
     full = alive[:max_full]
     rep.verified_outputs = done
     rest = len(alive) - len(full)
@@ -451,24 +449,42 @@ def _ranges(xs: list, step: int) -> str:
     return ", ".join(out)
 
 
+def verification_inputs(dtype: str, M: int, N: int, K: int, *, sparse: bool, outputs: int, seed):
+    """(call index, family, a, b) of the verification calls: the matrix engine's families in turn from
+    ``default_rng(seed)`` (A 2:4 pruned for a sparse target) until ``outputs`` outputs are covered.  The
+    inference, the wrong-candidate check, the recorder and the replayer all draw from here."""
+    from .families.matrix import FAMILIES, make_inputs
+    from .seeded import prune_rows_2_4
+
+    rng = np.random.default_rng(seed)
+    calls = 0
+    while calls * M * N < outputs:
+        fam = FAMILIES[calls % len(FAMILIES)]
+        a, b = make_inputs(rng, fam, dtype, M, N, K)
+        yield calls, fam, (prune_rows_2_4(a) if sparse else a), b
+        calls += 1
+
+
+def call_digest(a, b, d) -> tuple[bytes, bytes]:
+    """(sha256 of A then of B (64 bytes), sha256 of D's bits (32 bytes)) of one call."""
+    import hashlib
+
+    from .seeded import matrix_sha256
+
+    return (bytes.fromhex(matrix_sha256(a) + matrix_sha256(b)),
+            hashlib.sha256(np.ascontiguousarray(bits_of(np.asarray(d))).tobytes()).digest())
+
+
 def check_schedule(run: Callable, schedule: Schedule, *, M: int, N: int, K: int, dtype: str,
                    sparse: bool = False, outputs: int = 10**6, seed: int = 0) -> tuple[int, int]:
     """(outputs compared, mismatches) of a given schedule against the target on the fuzzer's families:
     how a wrong candidate is rejected."""
-    from .families.matrix import FAMILIES, make_inputs
-    from .seeded import prune_rows_2_4
-
-    rng = np.random.default_rng([seed, 3])
-    done = bad = calls = 0
-    while done < outputs:
-        a, b = make_inputs(rng, FAMILIES[calls % len(FAMILIES)], dtype, M, N, K)
-        if sparse:
-            a = prune_rows_2_4(a)
+    done = bad = 0
+    for _, _, a, b in verification_inputs(dtype, M, N, K, sparse=sparse, outputs=outputs, seed=[seed, 3]):
         bad += _misses(schedule, a, b, run(a, b))
         done += M * N
-        calls += 1
     return done, bad
 
 
 __all__ = ["infer_schedule", "check_schedule", "candidate_space", "predicted_breaks", "find_template",
-           "InferReport", "Probe", "instr_for"]
+           "InferReport", "Probe", "instr_for", "verification_inputs", "call_digest"]

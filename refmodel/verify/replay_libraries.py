@@ -131,32 +131,26 @@ def replay_inferred_schedule(meta: dict[str, Any], arrays: dict[str, np.ndarray]
     """A schedule inferred on the H200 (``python -m gpu.record.schedules``) against the target's outputs on
     its verification calls: the inputs rebuilt from the seed (checked by digest), the schedule run by
     refmodel, the output digest compared with the recorded one.  A quick replay checks every 8th call."""
-    import hashlib
-
     from ..golden.schedule import Schedule
-    from .families.matrix import FAMILIES, make_inputs
-    from .seeded import matrix_sha256, prune_rows_2_4
+    from .infer import call_digest, verification_inputs
 
     sched = Schedule.from_dict(meta["schedule"])
     ver = meta["verification"]
     ins, outs = arrays["inputs_sha256"], arrays["outputs_sha256"]
     if ins.shape != (ver["calls"], 64) or outs.shape != (ver["calls"], 32):
         raise meta_error(f"{meta['name']}: digests {ins.shape}/{outs.shape} do not match {ver['calls']} calls")
-    rng = np.random.default_rng(ver["seed"])
     M, N, K, dt = meta["M"], meta["N"], meta["K"], meta["dtype"]
-    sparse = meta["target"] == "cusparselt"
     total = Result(0, 0, complete=full, scope="" if full else "every 8th verification call")
-    for i in range(ver["calls"]):
-        a, b = make_inputs(rng, FAMILIES[i % len(FAMILIES)], dt, M, N, K)
-        if sparse:
-            a = prune_rows_2_4(a)
+    for i, _, a, b in verification_inputs(dt, M, N, K, sparse=meta["target"] == "cusparselt",
+                                          outputs=ver["calls"] * M * N, seed=ver["seed"]):
         if not full and i % 8:
             continue
-        if bytes.fromhex(matrix_sha256(a) + matrix_sha256(b)) != ins[i].tobytes():
-            raise FixtureError(f"{meta['name']}: verification inputs of call {i} are not the recorded ones (sha256 "
-                               "differs: numpy's Generator stream changed?)", short="inputs not reproducible")
         with np.errstate(all="ignore"):
             d = sched.run(a, b)
-        ok = hashlib.sha256(np.ascontiguousarray(bits_of(d)).tobytes()).digest() == outs[i].tobytes()
+        din, dout = call_digest(a, b, d)
+        if din != ins[i].tobytes():
+            raise FixtureError(f"{meta['name']}: verification inputs of call {i} are not the recorded ones (sha256 "
+                               "differs: numpy's Generator stream changed?)", short="inputs not reproducible")
+        ok = dout == outs[i].tobytes()
         total.add(Result(M * N, 0 if ok else M * N, [] if ok else [f"{meta['name']} call {i}: the digest differs"]))
     return total
