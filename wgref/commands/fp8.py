@@ -41,40 +41,93 @@ def _parse_value(text: str, src: str) -> np.ndarray:
         return np.array(v, dtype=dt)
 
 
-@command("cvt")
-def cmd_cvt(args) -> int:
+def explain_cvt(x: np.ndarray, fmt: str, policy: str) -> dict:
+    """What converting one value ``x`` (a 0-d float64/32/16 or bfloat16 array) to ``fmt`` under
+    ``policy`` did, the terms used one way under every policy:
+
+    * ``overflow``: a finite input whose correctly rounded value lies beyond +-max (the largest
+      finite value: 448 for e4m3, 57344 for e5m2), so the policy decides the result;
+    * ``clamped``: the policy wrote +-max in place of an overflow or an infinite input
+      (satfinite, and relu for positive results);
+    * ``saturated``: the input lies beyond +-max (an infinity included) and the result is +-max,
+      whether by clamping or because the input rounds to max anyway (450 -> 448 under every
+      policy: saturated, no overflow, not clamped);
+    * ``rounding``: ``exact``, ``up (toward +inf)``, ``down (toward -inf)``, ``nan`` (a NaN input)
+      or ``overflow`` (an overflow or an infinity that became NaN or Inf: e4m3 has no Inf).
+
+    Returns those keys plus ``code``, ``value``, ``relu_zeroed`` and ``range`` (one sentence)."""
     from refmodel.numerics.formats import fp8_spec
     from refmodel.numerics.fp8 import decode, encode
 
+    spec = fp8_spec(fmt)
+    code = int(encode(x, spec, policy))
+    val = float(decode(np.uint8(code), spec))
+    unclamped = float(decode(np.uint8(int(encode(x, spec, "nosat"))), spec))
+    xv = float(x.astype(np.float64))
+    top = float(spec.max)
+    nan_in, inf_in = bool(np.isnan(xv)), bool(np.isinf(xv))
+    overflow = not nan_in and not inf_in and not np.isfinite(unclamped)
+    at_max = np.isfinite(val) and (code & 0x7F) == spec.max_code
+    clamped = (overflow or inf_in) and bool(at_max)
+    saturated = not nan_in and abs(xv) > top and bool(at_max)
+    relu_zeroed = policy == "relu" and not nan_in and bool(np.signbit(xv)) and xv != 0
+    if nan_in:
+        rounding = "nan"
+    elif (overflow or inf_in) and not np.isfinite(val) and val != xv:
+        rounding = "overflow"
+    elif val == xv:
+        rounding = "exact"
+    else:
+        rounding = "up (toward +inf)" if val > xv else "down (toward -inf)"
+    lim = f"+-{top:g} (the largest finite {spec.name})"
+    if nan_in:
+        sentence = "NaN in: the canonical NaN 0x7F out (sign dropped), under every policy"
+    elif relu_zeroed:
+        sentence = ("negative input: relu makes the result +0"
+                    + (" (it overflows first)" if overflow else " (-Inf included)" if inf_in else ""))
+    elif clamped:
+        sentence = (f"{'overflow: it rounds beyond ' + lim if overflow else 'infinite input'}; {policy} clamps it "
+                    f"to {val:g}: saturated")
+    elif inf_in and val == xv:
+        sentence = f"infinite input: {spec.name} has Inf and {policy} keeps it: not saturated"
+    elif overflow or inf_in:
+        what = f"{xv!r} rounds beyond {lim}" if overflow else "infinite input"
+        sentence = f"{what}; {policy} does not clamp: not saturated"
+    elif saturated:
+        sentence = (f"beyond {lim} but within half a step of it, so it rounds to {val:g} under every policy: "
+                    "saturated by rounding, no overflow, nothing clamped")
+    else:
+        sentence = f"in range (|x| <= {top:g}): no overflow, not saturated"
+    return {"code": code, "value": val, "rounding": rounding, "overflow": bool(overflow), "clamped": bool(clamped),
+            "saturated": bool(saturated), "relu_zeroed": bool(relu_zeroed), "range": sentence}
+
+
+@command("cvt")
+def cmd_cvt(args) -> int:
+    from refmodel.numerics.formats import fp8_spec
+
     spec = fp8_spec(args.to)
     x = _parse_value(args.value, args.src)
-    code = int(encode(x, spec, args.policy))
-    val = float(decode(np.uint8(code), spec))
+    ex = explain_cvt(x, args.to, args.policy)
+    code, val = ex["code"], ex["value"]
     xv = float(x.astype(np.float64))
-    if np.isnan(xv) or np.isnan(val):
-        direction = "nan"
-    elif val == xv:
-        direction = "exact"
-    else:
-        direction = "up (toward +inf)" if val > xv else "down (toward -inf)"
-    mag = code & 0x7F
-    saturated = (args.policy != "nosat" and not np.isnan(xv)
-                 and (abs(xv) > spec.max or np.isinf(xv)) and mag == spec.max_code)
-    relu_zeroed = args.policy == "relu" and (np.signbit(xv) and not np.isnan(xv)) and xv != 0
     sign, e, m = code >> 7, (code >> spec.mbits) & ((1 << spec.ebits) - 1), code & ((1 << spec.mbits) - 1)
     info = {
         "input": args.value, "from": args.src, "input_value": repr(xv),
         "format": spec.name, "policy": args.policy, "code": f"0x{code:02X}",
         "binary": f"{sign}.{e:0{spec.ebits}b}.{m:0{spec.mbits}b}", "value": repr(val),
-        "rounding": direction, "saturated": bool(saturated), "relu_zeroed": bool(relu_zeroed),
+        "rounding": ex["rounding"], "overflow": ex["overflow"], "clamped": ex["clamped"],
+        "saturated": ex["saturated"], "relu_zeroed": ex["relu_zeroed"],
     }
     if args.json:
         print(json.dumps(info))
     else:
         print(f"{args.src} {xv!r} -> {spec.name} ({args.policy}) code {info['code']} "
               f"= {info['binary']} (sign.exponent.mantissa)")
-        print(f"value {val!r}; rounded {direction}; saturated: {'yes' if saturated else 'no'}"
-              + ("; negative input zeroed by relu" if relu_zeroed else ""))
+        r = ex["rounding"]
+        how = {"nan": "NaN input", "overflow": f"overflow -> {'NaN (e4m3 has no Inf)' if np.isnan(val) else 'Inf'}",
+               "exact": "exact"}.get(r, f"rounded {r}")
+        print(f"value {val!r}; {how}; {ex['range']}")
     return 0
 
 
