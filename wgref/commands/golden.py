@@ -1,6 +1,7 @@
 """``golden``: the bit-exact output of a library kernel (triton matmul, torch._scaled_mm,
 CUTLASS DSL GEMM, cuBLAS matmul, cuSPARSELt) from its golden model, or from a stored schedule
-(``--schedule s.json``).  Where the library is known to switch kernels near the shape and neither
+(``--schedule s.json``); with ``--device`` the GEMM runs on the GPU's CUDA cores (gpu.kernels.golden_gemm, the same
+bits) for scaled-mm and for stored schedules of dense wgmma chains.  Where the library is known to switch kernels near the shape and neither
 ``--kernel`` nor ``--schedule`` says which ran, a warning line goes to stderr."""
 
 from __future__ import annotations
@@ -121,7 +122,15 @@ def _golden(args) -> int:
     if args.schedule is not None:
         inputs.append(args.schedule)
         check_output(args.output, inputs=inputs)
+    if getattr(args, "device", False):
+        _require_device()
     a, b = load_array(args.a), load_array(args.b)
+    if getattr(args, "device", False):
+        bits = _on_device(args, a, b)
+        atomic_write(args.output, lambda fh: np.save(fh, bits))
+        print(f"wrote {args.output}: {bits.shape[0]}x{bits.shape[1]} {args.out_dtype} as raw bits ({bits.dtype}), "
+              f"computed on the GPU; compare with: wgref diff {args.output} YOURS.npy --fmt {args.out_dtype}")
+        return 0
     if args.schedule is not None:
         d = _run_schedule(args, a, b)
     elif args.library == "triton":
@@ -190,6 +199,65 @@ def _run_schedule(args, a, b):
     return sched.run(aa, bb)
 
 
+def _require_device() -> None:
+    """One line and exit 2 without cupy or a usable sm_90 GPU."""
+    from gpu.kernels.runtime import (
+        gpu_available,  # never raises: it says False without cupy or a GPU
+    )
+
+    if not gpu_available():
+        raise UsageError("wgref golden --device needs a CUDA device with cupy (an H100/H200 and cupy installed)")
+
+
+def _on_device(args, a, b) -> np.ndarray:
+    """D's raw bits from the GPU golden GEMM: scaled-mm's schedule (B as (N, K), its scales) or a stored
+    schedule (B as (N, K) for scaled-mm, (K, N) otherwise)."""
+    import cupy as cp
+
+    from gpu.kernels.golden_gemm import golden_gemm_device
+    from refmodel.golden import load_schedule
+
+    aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
+    sa = sb = None
+    if args.schedule is not None:
+        sched = load_schedule(args.schedule)
+        if sched.out_dtype not in (None, args.out_dtype):
+            raise UsageError(f"the schedule writes {sched.out_dtype}, --out-dtype asks for {args.out_dtype}")
+        sched = sched.replace(out_dtype=args.out_dtype)
+        if args.library == "scaled-mm" and not (sched.epilogue_scale == "none" and args.scale_a is None
+                                                and args.scale_b is None):
+            sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
+    elif args.library == "scaled-mm":
+        from refmodel.golden.kernel_regions import warn_if_switching
+        from refmodel.golden.torch_scaled_mm import _check, scaled_mm_schedule
+        from refmodel.validate import as_float32
+
+        if args.dtype not in ("e4m3", "e5m2"):
+            raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype}")
+        _check(aa, bb, args.out_dtype, args.fast_accum, args.dtype, args.dtype)
+        sa = as_float32("scale_a", _scale(args.scale_a, "--scale-a"))
+        sb = as_float32("scale_b", _scale(args.scale_b, "--scale-b"))
+        M, K = aa.shape
+        N = bb.shape[0]
+        if args.kernel is None:
+            warn_if_switching("scaled_mm_fast" if args.fast_accum else "scaled_mm_precise", M, N, K,
+                              "cuBLASLt (torch._scaled_mm)", stacklevel=2)
+        sched = scaled_mm_schedule(M, N, K, use_fast_accum=args.fast_accum, rowwise=sa.ndim > 0,
+                                   out_dtype=args.out_dtype, fmt_a=args.dtype, fmt_b=args.dtype,
+                                   kernel=_kernels(args.kernel))
+    else:
+        raise UsageError(f"wgref golden --device runs scaled-mm or a --schedule; the {args.library} model is not "
+                         f"a stored schedule of dense wgmma chains (run it without --device)")
+    if aa.ndim != 2 or bb.ndim != 2:
+        raise UsageError(f"a and b must be 2-D, got {aa.shape} and {bb.shape}")
+    layout = "nk" if args.library == "scaled-mm" else "kn"
+    from refmodel.dtypes import bits_of
+
+    d = golden_gemm_device(cp.asarray(bits_of(aa)), cp.asarray(bits_of(bb)), schedule=sched, scale_a=sa,
+                           scale_b=sb, b_layout=layout)
+    return cp.asnumpy(d).view(np.uint32 if d.dtype.itemsize == 4 else np.uint16)
+
+
 def add_golden_parser(sub) -> None:
     """``wgref golden``: a library kernel's bit-exact output."""
     g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm, CUTLASS DSL GEMM, cuBLAS matmul, cuSPARSELt)")
@@ -215,4 +283,7 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--schedule", default=None, metavar="JSON",
                    help="run a stored schedule (refmodel.golden.Schedule JSON) instead of the library's model")
     g.add_argument("--splits", type=int, default=None, help="cublas without --kernel: the split-K count (default 1)")
+    g.add_argument("--device", action="store_true",
+                   help="compute on the GPU's CUDA cores (scaled-mm, or --schedule of a dense wgmma chain): the same "
+                        "bits, for large GEMMs; needs a CUDA device with cupy")
 
