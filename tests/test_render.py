@@ -62,7 +62,24 @@ def svg_panels(svg: str) -> list[dict]:
                         c = int((float(t.get("x")) - x0) // cw)
                         assert (r, c) not in labels
                         labels[(r, c)] = t.text
-        out.append({"title": p.get("data-title"), "rows": rows, "cols": cols, "cells": cells, "labels": labels})
+        out.append({"title": p.get("data-title"), "rows": rows, "cols": cols, "cells": cells, "labels": labels,
+                    "r0": int(p.get("data-r0", 0)), "c0": int(p.get("data-c0", 0))})
+    return out
+
+
+def merged(svg: str) -> list[dict]:
+    """svg_panels with the column blocks of one wide matrix (titles "<t> — columns a-b") joined
+    back into one panel whose labels use the matrix's own column numbers."""
+    out: list[dict] = []
+    for p in svg_panels(svg):
+        base = p["title"].split(" — columns ")[0]
+        if out and out[-1]["title"] == base and p["c0"] > 0:
+            q = out[-1]
+            q["labels"].update({(r, c + p["c0"]): s for (r, c), s in p["labels"].items()})
+            q["cells"] = np.concatenate([q["cells"], p["cells"]], axis=1)
+            q["cols"] += p["cols"]
+        else:
+            out.append({**p, "title": base, "labels": dict(p["labels"])})
     return out
 
 
@@ -113,14 +130,14 @@ def test_every_diagram_renders_in_all_formats(kind, opts):
 
 
 def test_kinds_are_the_documented_ones():
-    assert set(KINDS) == {"acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "desc", "sparse-meta"}
+    assert set(KINDS) >= {"acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "desc", "sparse-meta"}
 
 
 # ----------------------------------------------------------------------------- contents
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_acc_n64_every_cell_names_its_thread_and_register(dtype):
-    p = svg_panels(render("acc", "svg", n=64, dtype=dtype))[0]
+    p = merged(render("acc", "svg", n=64, dtype=dtype))[0]
     assert len(p["labels"]) == 64 * 64 and p["cells"].sum() == 64 * 64
     for t in range(128):
         for i in range(32):
@@ -130,7 +147,7 @@ def test_acc_n64_every_cell_names_its_thread_and_register(dtype):
 
 
 def test_acc_known_cells():
-    p = svg_panels(render("acc", "svg", n=256, dtype="f32"))[0]
+    p = merged(render("acc", "svg", n=256, dtype="f32"))[0]
     assert p["labels"][(0, 0)] == "T0:r0" and p["labels"][(0, 1)] == "T0:r1"
     assert p["labels"][(17, 2)] == "T37:r0"          # the docstring's worked example
     assert p["labels"][(63, 255)] == "T127:r127"
@@ -149,7 +166,7 @@ def test_acc_ascii_small_case():
 
 
 def test_a_fragment_e4m3_and_tf32_labels():
-    p = svg_panels(render("a-frag", "svg", dtype="e4m3"))[0]
+    p = merged(render("a-frag", "svg", dtype="e4m3"))[0]
     assert (p["rows"], p["cols"]) == (64, 32)
     for t in (0, 5, 37, 127):
         w, lane = divmod(t, 32)
@@ -157,7 +174,7 @@ def test_a_fragment_e4m3_and_tf32_labels():
         for i in range(16):
             r, c = 16 * w + g + 8 * ((i >> 2) & 1), 4 * q + (i & 3) + 16 * (i >> 3)
             assert p["labels"][(r, c)] == f"T{t}:r{i >> 2}.b{i & 3}"
-    p = svg_panels(render("a-frag", "svg", dtype="tf32"))[0]
+    p = merged(render("a-frag", "svg", dtype="tf32"))[0]
     assert (p["rows"], p["cols"]) == (64, 8)
     assert p["labels"][(8, 4)] == "T0:r3"  # row 8*(3&1), col 0 + 4*(3>>1)
 
@@ -184,37 +201,50 @@ def test_stmatrix_panels(num, trans):
     assert ("ignored" in text) == (num < 4)
 
 
-def test_swizzle_permutation_matches_atom_table():
-    for mode in ("32B", "64B", "128B"):
-        logical, stored = svg_panels(render("swizzle", "svg", mode=mode, dtype="f16"))
-        tab = atom_table(mode, 8)
-        for r in range(8):
-            for c in range(8):
-                assert logical["labels"][(r, c)] == f"a{c}:{8 * c}-{8 * c + 7}"
-                assert stored["labels"][(r, int(tab[r, c]))] == f"a{c}:{8 * c}-{8 * c + 7}"
-    # independent check of one 128B entry: line 5, atom 2 -> 2 ^ 5 = 7
+def test_swizzle_permutation_on_the_tiles_own_rows():
+    """A W-byte swizzle is drawn over rows of W bytes (W/16 units), 8 rows = one swizzle atom;
+    expected: Swizzle<B,4,3> on row r at W*r: unit c -> c ^ ((W*r >> 7) & (2^B - 1))."""
+    for mode, bits in (("32B", 1), ("64B", 2), ("128B", 3)):
+        w = 16 << bits
+        logical, stored = svg_panels(render("swizzle", "svg", mode=mode, dtype="f16", lines=16))
+        assert (logical["rows"], logical["cols"]) == (16, w // 16)
+        for r in range(16):
+            for c in range(w // 16):
+                want = c ^ ((w * r >> 7) & ((1 << bits) - 1))
+                assert logical["labels"][(r, c)] == f"u{c}:{8 * c}-{8 * c + 7}"
+                assert stored["labels"][(r, want)] == f"u{c}:{8 * c}-{8 * c + 7}"
+    # independent spot checks: 128B row 5, unit 2 -> 2 ^ 5 = 7; 32B rows 0-3 stay, row 4 swaps the two units
     _, stored = svg_panels(render("swizzle", "svg", mode="128B", dtype="e4m3"))
-    assert stored["labels"][(5, 7)] == "a2:32-47"     # 16 e4m3 elements per atom
+    assert stored["labels"][(5, 7)] == "u2:32-47"     # 16 e4m3 elements per unit
+    _, stored = svg_panels(render("swizzle", "svg", mode="32B", dtype="f16"))
+    assert [stored["labels"][(r, 0)] for r in (0, 3, 4, 7)] == ["u0:0-7", "u0:0-7", "u1:8-15", "u1:8-15"]
+    text = render("swizzle", "ascii", mode="64B")
+    assert "swizzle atom" in text and "16-byte unit" in text and "atom c" not in text
 
 
-def test_swizzle_colours_follow_the_original_atom():
-    d = diagram("swizzle", mode="128B")
-    logical, stored = d.panels
-    tab = atom_table("128B", 8)
-    for r in range(8):
-        for c in range(8):
-            assert stored.fills[r][int(tab[r, c])] == logical.fills[0][c]
+def test_swizzle_colours_follow_the_original_unit():
+    for mode in ("32B", "64B", "128B"):
+        d = diagram("swizzle", mode=mode)
+        logical, stored = d.panels
+        w = swizzle_mode(mode).width
+        tab = (atom_table(mode, 8) * 16 % w) // 16 if w == 128 else None
+        for r in range(8):
+            for c in range(w // 16):
+                # 128B: the 128-byte-line table of refmodel.layouts; others: the XOR rule on W-byte rows
+                p = int(tab[r, c]) if tab is not None else c ^ ((w * r >> 7) & (w // 16 - 1))
+                assert stored.fills[r][p] == logical.fills[0][c]
 
 
 @pytest.mark.parametrize("major,mode", [(m, s) for m in ("K", "MN") for s in ("none", "32B", "64B", "128B")])
 def test_smem_offsets_and_strides(major, mode):
     rows, k = 64, (16 if major == "MN" else swizzle_mode(mode).width // 2 if mode != "none" else 16)
-    tile, mem = svg_panels(render("smem", "svg", major=major, mode=mode, dtype="f16", rows=rows, k=k))
+    tile, mem = merged(render("smem", "svg", major=major, mode=mode, dtype="f16", rows=rows, k=k))
+    assert (tile["rows"], tile["cols"]) == (rows, k)
     lbo, sbo = dense_strides(major, mode, rows, 2 * k if major == "K" else None)
     offs = np.asarray(swizzle_mode(mode).swizzle(SmemLayout(major, mode, 2, lbo, sbo).offsets(rows, k)))
     for (r, c), s in tile["labels"].items():
         assert int(s) == offs[r, 2 * c]
-    # the memory panel covers every byte exactly: one atom label per 16 bytes
+    # the memory panel covers every byte exactly: one label per 16-byte unit
     assert len(mem["labels"]) == rows * k * 2 // 16
     d = diagram("smem", major=major, mode=mode, dtype="f16", rows=rows, k=k)
     arrows = {a[4].split()[0]: a for a in d.panels[0].arrows}
@@ -240,9 +270,22 @@ def test_desc_addresses_come_from_operand_addresses():
 def test_desc_reports():
     good = render("desc", "ascii", value=MatrixDescriptor(0x400, 16, 1024, 0, 1).encode(), rows=64, k=16)
     assert "ok: dense canonical strides" in good and "!" not in good.split("-- operand tile")[1].split("--")[0]
+    # 128 x 16 MN-major 128B with LBO 2048 / SBO 1024: the tile of two 64-wide TMA boxes -- legal, not "swapped"
     swapped = render("desc", "ascii", value=MatrixDescriptor(0x400, 2048, 1024, 0, 1).encode(),
                      rows=128, k=16, major="MN")
-    assert "LBO and SBO look swapped" in swapped
+    line = [ln for ln in swapped.splitlines() if "differ from the dense packing" in ln][0]
+    assert "LBO = 1024, SBO = 2048" in line and "right if the tile was written as" in line
+    assert "2 TMA boxes of 64 (MN) x 16 (K)" in line and "look swapped" not in swapped
+    # those strides really are the two-box tile: element (r, k) of box b = r // 64 at b * 2048 + canonical
+    box = np.asarray(swizzle_mode("128B").swizzle(SmemLayout("MN", "128B", 2, 1024, 1024).offsets(64, 16)))
+    got = operand_addresses(MatrixDescriptor(0x400, 2048, 1024, 0, 1), 128, 16, 2, major="MN")
+    assert np.array_equal(got[:64], 0x400 + box) and np.array_equal(got[64:], 0x400 + 2048 + box)
+    dense = render("desc", "ascii", value=MatrixDescriptor(0x400, 1024, 2048, 0, 1).encode(), rows=128, k=16,
+                   major="MN")
+    assert "ok: dense canonical strides" in dense
+    odd = render("desc", "ascii", value=MatrixDescriptor(0x400, 3072, 1024, 0, 1).encode(), rows=128, k=16,
+                 major="MN")
+    assert "fine if the tile was written with these strides" in odd
     overlap = render("desc", "ascii", value=MatrixDescriptor(0x400, 128, 0, 0, 0).encode(), rows=64, k=16)
     assert "SBO is 0" in overlap and "read by more than one element" in overlap
     kstep = render("desc", "ascii", value=MatrixDescriptor(0x420, 16, 1024, 0, 1).encode(), rows=64, k=16)
@@ -302,6 +345,12 @@ def test_cli_desc(tmp_path):
     r = wgref("desc", "0x4000004000010048", "--format", "svg", "-o", str(out))
     assert r.returncode == 0 and "wrote" in r.stdout
     assert svg_panels(out.read_text())[0]["labels"][(0, 0)] == "490!"
+    # the SVG carries the decoded fields and the checks, not only the picture
+    report = " ".join(t.text or "" for t in ET.fromstring(out.read_text()).iter(f"{NS}text")
+                      if t.get("class") in ("rep", "warn")).replace("\u00a0", " ")
+    assert "bits 29:16  LBO >> 4" in report
+    report = " ".join(report.split())
+    assert "checks:" in report and "align it to 1024 B" in report
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -81,7 +81,7 @@ def layouts_page() -> str:
     from refmodel.layouts.fragment import a_fragment_layout, render_accumulator_layout
     from refmodel.layouts.smem import SmemLayout, dense_strides
     from refmodel.layouts.stmatrix import address_givers, fragment_map, parse_matrix_instr
-    from refmodel.layouts.swizzle import MODES, atom_table, swizzle_address
+    from refmodel.layouts.swizzle import MODES, swizzle_address
     from refmodel.machine.epilogue import epilogue_addresses
     from refmodel.errors import FormError
 
@@ -89,8 +89,8 @@ def layouts_page() -> str:
     t0 = ", ".join(f"r{j} → matrix {int(mat[0, j, 0])} row {int(row[0, j, 0])} cols "
                    f"{int(col[0, j, 0])},{int(col[0, j, 1])}" for j in range(4))
     tmat, trow, tcol = fragment_map(4, True)
-    t0t = ", ".join(f"r{j}: ({int(trow[0, j, 0])},{int(tcol[0, j, 0])}) and ({int(trow[0, j, 1])},{int(tcol[0, j, 1])})"
-                    for j in range(2))
+    t0t = ", ".join(f"r{j}: matrix {int(tmat[0, j, 0])} ({int(trow[0, j, 0])},{int(tcol[0, j, 0])}) and "
+                    f"({int(trow[0, j, 1])},{int(tcol[0, j, 1])})" for j in range(2))
     gm, gr = address_givers(4)
     try:
         parse_matrix_instr("stmatrix.sync.aligned.m8n8.x4.shared.f32")
@@ -101,10 +101,17 @@ def layouts_page() -> str:
     ep_lines = "\n".join(f"lane {lane:2d}: slice 0 at {int(ep[0, lane]):5d}, slice 1 at {int(ep[1, lane]):5d}   "
                          f"(row {lane % 8 + 8 * ((lane // 8) % 2):2d}, columns {8 * (lane // 16):2d}..)"
                          for lane in (0, 1, 7, 8, 15, 16, 24, 31))
-    atoms = {m.name: atom_table(m) for m in MODES if m.bits}
-    atom_txt = "\n\n".join(f"{name} (lines of 128 bytes → physical atom of logical atoms 0..7):\n" +
-                           "\n".join(f"  line {r}: " + " ".join(str(int(x)) for x in t[r]) for r in range(t.shape[0]))
-                           for name, t in atoms.items())
+    unit_tabs = []
+    for m in MODES:
+        if not m.bits:
+            continue
+        w = m.width
+        r_, c_ = np.arange(8)[:, None], np.arange(w // 16)[None, :]
+        where = (np.asarray(m.swizzle(r_ * w + 16 * c_)) % w) // 16   # stored unit of unit c in row r
+        unit_tabs.append(f"{m.name} (rows of {w} bytes; one swizzle atom = 8 rows = {8 * w} B; "
+                         f"stored position of units 0..{w // 16 - 1}):\n" +
+                         "\n".join(f"  row {r}: " + " ".join(str(int(x)) for x in where[r]) for r in range(8)))
+    atom_txt = "\n\n".join(unit_tabs)
     canon = []
     for major in ("K", "MN"):
         for m in MODES:
@@ -117,7 +124,7 @@ def layouts_page() -> str:
             else:
                 meaning = ("SBO: step between 8-element (16-byte) groups along M/N; LBO: step between 8-row groups "
                            "along K" if not m.bits else
-                           f"atoms of 8 K-rows × {m.width} B; LBO: step between {m.width // 2}-element blocks along "
+                           f"swizzle atoms of 8 K-rows × {m.width} B; LBO: step between {m.width // 2}-element blocks along "
                            f"M/N; SBO: step between 8-row groups along K")
             canon.append(f"| {major} | {m.name} | {lbo} | {sbo} | {meaning} |")
     lay = SmemLayout("K", "128B", 2, 16, 1024)
@@ -188,12 +195,17 @@ wrote the same bytes for N = 16…256, f16 and bf16, every swizzle, and accumula
 *{f32_msg}*
 An f16 accumulator is already packed f16x2 and goes straight to stmatrix.
 
-## 4. Swizzle atoms are 16 bytes (seed §7)
+## 4. A swizzle moves 16-byte units (seed §7)
 
-A swizzle permutes 16-byte atoms inside each 128-byte line, never the bytes inside an atom:
-`swizzle(a) = a ^ (((a >> 7) & (2^B − 1)) << 4)` — CuTe `Swizzle<B,4,3>`, B = 1, 2, 3 for 32B, 64B,
-128B. Worked example: 0x2A0 is line 5, atom 2; 2 ⊕ 5 = 7 → 0x{swizzle_address(0x2A0, "128B"):X}.
-One row of an m8n8 bf16 tile is 16 bytes — one atom — which is why TMA can "unswizzle" a tile and
+Two words, kept apart here and in every picture: the **16-byte unit** is what moves, the
+**swizzle atom** is the pattern it moves in (8 rows × W bytes, W = 32, 64, 128: 256, 512 or 1024
+bytes, the period). A swizzle permutes the 16-byte units inside each W-byte row of the tile, never
+the bytes inside a unit: `swizzle(a) = a ^ (((a >> 7) & (2^B − 1)) << 4)` — CuTe `Swizzle<B,4,3>`,
+B = 1, 2, 3 for 32B, 64B, 128B. Worked example (128B, 128-byte rows): 0x2A0 is row 5, unit 2;
+2 ⊕ 5 = 7 → 0x{swizzle_address(0x2A0, "128B"):X}. In a 32B or 64B tile the rows are 32 or 64 bytes,
+so the line bits (from bit 7) are the row index divided by 4 or 2: rows 0–3 (32B) or 0–1 (64B) of
+each swizzle atom stay in place.
+One row of an m8n8 bf16 tile is 16 bytes — one unit — which is why TMA can "unswizzle" a tile and
 ldmatrix/stmatrix rows stay intact.
 
 ```text

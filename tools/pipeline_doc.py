@@ -195,7 +195,11 @@ next k-block; after every wait exactly one group is in flight, at most two just 
 {draw_ascii(small).rstrip()}
 ```
 
-`wgref pipeline draw TRACE --format svg -o timeline.svg` draws the same as SVG.  With two consumer
+The last block is the producer's TMA lane: per ring slot (the mbarrier its loads complete on)
+`e` the `arrive_expect_tx`, `L` each `tma_load`, `:` the slot holding that data until the producer
+refills it.  `wgref pipeline draw TRACE --format svg -o timeline.svg` draws the same as SVG, with a
+colour legend, and every event a hazard names marked `!` with the hazard's explanation as its
+tooltip.  With two consumer
 warpgroups (the default plan, {cfg.describe()}) each consumer gets its own block:
 
 ```text

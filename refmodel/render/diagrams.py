@@ -16,9 +16,10 @@ from ..layouts.fragment import THREADS, a_fragment_layout, accumulator_layout, c
 from ..layouts.smem import SmemLayout, _major, dense_strides
 from ..layouts.sparse_meta import meta_holders
 from ..layouts.stmatrix import address_givers, fragment_map
-from ..layouts.swizzle import ATOM_BYTES, atom_table, mode_from_desc_code, swizzle_mode
+from ..layouts.swizzle import ATOM_BYTES, mode_from_desc_code, swizzle_mode
 from ..validate import check_flag, check_int, excerpt
-from .core import BLANK, IGNORED, Diagram, Panel, index_colour, lane_colour, thread_colour
+from .core import BLANK, IGNORED, TEXT_ASCII, TEXT_SVG, Diagram, Panel, index_colour, lane_colour, split_columns, \
+    thread_colour
 
 SRC_FRAGMENT = ('PTX ISA, wgmma "Register Fragments" (matrix D / matrix A of .m64nNk*); '
                 "CuTe cute/atom/mma_traits_sm90_gmma.hpp ({})")
@@ -57,8 +58,24 @@ def _extent(name: str, v, lim: str, multiple: int | None = None):
     return check_int(name, v, 1, limit=lim, multiple=multiple)
 
 
+FRAG_BLOCK = 16   # columns per drawn block of a fragment: a readable width at 100 % zoom
+
+
+def _group_key(panels: list[Panel]) -> list[tuple[str, str]]:
+    """The ascii legend entry for the block separators that the ascii tables really print."""
+    keys = []
+    if any(p.col_groups and p.cols > p.col_groups for p in panels):
+        keys.append("| = column-block boundary")
+    rows = [p for p in panels if p.row_groups and p.rows > p.row_groups]
+    if rows:   # the ascii row separator is dashes, crossed by + where a column separator meets it
+        crossed = any(p.col_groups and p.cols > p.col_groups for p in rows)
+        keys.append(f"{'-+-' if crossed else '---'} = row-block boundary")
+    return [(TEXT_ASCII, "; ".join(keys))] if keys else []
+
+
 def _thread_legend() -> list[tuple[str, str]]:
-    return [(thread_colour(32 * w), f"warp {w}: threads {32 * w}-{32 * w + 31} (shade = lane)") for w in range(4)]
+    return [(thread_colour(32 * w), f"warp {w}: threads {32 * w}-{32 * w + 31} (lane%4 shifts the "
+                                    f"hue, lane/4 the lightness)") for w in range(4)]
 
 
 # ----------------------------------------------------------------------------- register fragments
@@ -69,8 +86,9 @@ def _slot_suffix(per: int, e: int) -> str:
     return f".b{e}" if per == 4 else f".{e}"
 
 
-def _fragment_panel(title: str, rows: np.ndarray, cols: np.ndarray, n_cols: int) -> Panel:
-    """64 x n_cols grid: label T<t>:r<j>[.<slot>] and thread colour of each element."""
+def _fragment_panels(title: str, rows: np.ndarray, cols: np.ndarray, n_cols: int) -> list[Panel]:
+    """64 x n_cols grid, cut into blocks of FRAG_BLOCK columns: label T<t>:r<j>[.<slot>] and
+    thread colour of each element."""
     labels, fills = _grid(64, n_cols), _grid(64, n_cols)
     per = rows.shape[-1]
     for t in range(THREADS):
@@ -87,7 +105,7 @@ def _fragment_panel(title: str, rows: np.ndarray, cols: np.ndarray, n_cols: int)
         for e in range(per):
             r, c = int(rows[0, j, e]), int(cols[0, j, e])
             p.boxes.append((r, c, r + 1, c + 1, "", "focus"))
-    return p
+    return split_columns(p, FRAG_BLOCK)
 
 
 def acc(n: int = 64, dtype: str = "f32") -> Diagram:
@@ -102,13 +120,14 @@ def acc(n: int = 64, dtype: str = "f32") -> Diagram:
         no_form = f"NOTE: {e}; this draws the m64n{n} map of the other accumulator types, which no {dtype} " \
                   f"wgmma uses."
     per = rows.shape[-1]
-    p = _fragment_panel(f"D (64 x {n}, {dtype}): cell = T<thread>:r<register>{'.<half>' if per > 1 else ''}",
-                        rows, cols, n)
+    panels = _fragment_panels(f"D (64 x {n}, {dtype})", rows, cols, n)
     t0 = ", ".join(f"r{j}{_slot_suffix(per, e)}=D[{int(rows[0, j, e])},{int(cols[0, j, e])}]"
                    for j in range(min(4, rows.shape[1])) for e in range(per))
-    legend = _thread_legend() + [("", "T<t>:r<j> = thread t, register j" +
-                                  ("; .0 = bits 15:0, .1 = bits 31:16 of the f16x2 register" if per > 1 else "")),
-                                 ("", "dashed outline: thread 0's elements; thick outline: one warp's 16 rows")]
+    legend = _thread_legend() + [("", ("T<t>:r<j>.<h> = thread t, register j, half h (.0 = bits 15:0, .1 = bits "
+                                       "31:16 of the f16x2 register)") if per > 1 else
+                                  "T<t>:r<j> = thread t, register j"),
+                                 ("@focus", "thread 0's elements"), ("@thick", "one warp's 16 rows")]
+    legend += _group_key(panels)
     caption = [
         "Element i of thread t (w = t/32, g = (t%32)/4, q = t%4): row = 16w + g + 8*((i>>1)&1), "
         "col = 2q + (i&1) + 8*(i>>2). "
@@ -121,7 +140,7 @@ def acc(n: int = 64, dtype: str = "f32") -> Diagram:
         caption.insert(0, no_form)
     return Diagram("acc", f"wgmma accumulator fragment m64n{n} {dtype}" + (" (no such wgmma form)" if no_form else ""),
                    SRC_FRAGMENT.format("CLayout_64xN"),
-                   [p], legend, caption,
+                   panels, legend, caption,
                    verified="verified on the H200: fixtures/layouts (wgmma through descriptors) and fixtures/wgmma")
 
 
@@ -132,7 +151,7 @@ def a_frag(dtype: str = "f16") -> Diagram:
     per = rows.shape[-1]
     k = int(cols.max()) + 1
     slot = {1: "", 2: ".<half>", 4: ".b<byte>"}[per]
-    p = _fragment_panel(f"A (64 x {k}, {dtype}): cell = T<thread>:r<register>{slot}", rows, cols, k)
+    panels = _fragment_panels(f"A (64 x {k}, {dtype}): cell = T<thread>:r<register>{slot}", rows, cols, k)
     cute = {1: "ALayout_64x8", 2: "ALayout_64x16", 4: "ALayout_64x32"}[per]
     formula = {
         1: "tf32: element i = register i: row = 16w + g + 8*(i&1), col = q + 4*(i>>1).",
@@ -141,14 +160,15 @@ def a_frag(dtype: str = "f16") -> Diagram:
     }[per]
     t0 = ", ".join(f"r{j}{_slot_suffix(per, e)}=A[{int(rows[0, j, e])},{int(cols[0, j, e])}]"
                    for j in range(4) for e in range(per))
-    legend = _thread_legend() + [("", "T<t>:r<j>" + {1: "", 2: ".h (h=0: bits 15:0, 1: bits 31:16)",
-                                                     4: ".b<byte> (byte 0 = bits 7:0)"}[per]
-                                  + " = thread t, register j"),
-                                 ("", "dashed outline: thread 0's elements")]
+    legend = _thread_legend() + [("", {1: "T<t>:r<j> = thread t, register j",
+                                       2: "T<t>:r<j>.<h> = thread t, register j, half h (0: bits 15:0, 1: bits 31:16)",
+                                       4: "T<t>:r<j>.b<n> = thread t, register j, byte n (byte 0 = bits 7:0)"}[per]),
+                                 ("@focus", "thread 0's elements"), ("@thick", "one warp's 16 rows")]
+    legend += _group_key(panels)
     caption = [f"Every A type takes 4 registers per thread and 32 bytes of K per row (K = {k} for {dtype}). {formula}",
                f"Thread 0 holds {t0}."]
     return Diagram("a-frag", f"wgmma A fragment (RS form, A from registers) {dtype}", SRC_FRAGMENT.format(cute),
-                   [p], legend, caption,
+                   panels, legend, caption,
                    verified="verified on the H200: fixtures/layouts and fixtures/wgmma (RS forms)")
 
 
@@ -216,20 +236,27 @@ def matrix(op: str = "stmatrix", num: int = 4, trans: bool = False) -> Diagram:
     direction = ("memory -> registers: each addressed 16-byte row is loaded and scattered over the warp"
                  if op == "ldmatrix" else
                  "registers -> memory: the warp's registers are gathered and each 16-byte row written at its lane's address")
+    givers = {1: "lanes 0-7 give the rows of matrix 0 (the only one)",
+              2: "lanes 0-7 give the rows of matrix 0, lanes 8-15 those of matrix 1",
+              4: "lanes 0-7 give the rows of matrix 0, lanes 8-15 of matrix 1, 16-23 of matrix 2, 24-31 of matrix 3"}
     caption = [
         f"{instr}: {direction}. The address and the data are decoupled (seed §4-5): lane L in 0..{8 * num - 1} gives "
-        f"the address of row L%8 of matrix L/8, so lanes 0-7 give the rows of matrix 0, lanes 8-15 of matrix 1, ...",
-        f"Meanwhile every lane holds one register per matrix with two 16-bit halves. Thread 0 holds {held}"
-        + (": the striped layout, thread 0 owns columns 0-1 of every 8x8 matrix (seed §5.3)." if not trans else
+        + ("the address of row L of the matrix: " if num == 1 else "the address of row L%8 of matrix L/8: ")
+        + givers[num] + ".",
+        f"Meanwhile every lane holds {'one register' if num == 1 else 'one register per matrix'} with two 16-bit "
+        f"halves. Thread 0 holds {held}"
+        + (f": the striped layout, thread 0 owns columns 0-1 of {'the' if num == 1 else 'every'} 8x8 matrix "
+           "(seed §5.3)." if not trans else
            ": with .trans each thread's pair runs down a column instead of along a row."),
         ("The four matrices are drawn as the epilogue's 16x16 tile (0 top-left, 1 bottom-left, 2 top-right, "
          "3 bottom-right); in general each row goes wherever its lane's address points." if num == 4 else
          "In general each row goes wherever its lane's address points."),
     ]
-    legend = [(lane_colour(lane), f"lane {lane}") for lane in range(8)]
-    legend += [("", "lanes 8-15, 16-23, 24-31: the same hues, lighter"),
-               ("", "L<n>> = lane n gives this row's address; T<n>:r<j>.<h> = lane n, register j, half h"),
-               ("", "dashed: lane 0's address row (panel 1) and lane 0's data (panel 2)")]
+    legend = [(lane_colour(lane), f"lane {lane}") for lane in range(32)]
+    legend += [("", "L<n>> = lane n gives this row's address; T<n>:r<j>.<h> = lane n, register j, half h"),
+               ("@focus", "lane 0's address row (panel 1) and lane 0's data (panel 2)"),
+               ("@thick", "one 8x8 matrix (16-byte rows)")] + _group_key([addr, data])
+    legend.append((TEXT_ASCII, ". = the rest of the 16-byte row a lane points at (panel 1)"))
     return Diagram(op, f"{op} .m8n8.x{num}{' .trans' if trans else ''} .b16: address givers and data holders",
                    SRC_MATRIX.format(op=op, file="sm75" if op == "ldmatrix" else "sm90"), [addr, data], legend, caption)
 
@@ -237,64 +264,91 @@ def matrix(op: str = "stmatrix", num: int = 4, trans: bool = False) -> Diagram:
 # ----------------------------------------------------------------------------- swizzle
 
 def swizzle(mode: str = "128B", dtype: str = "f16", lines: int = 8) -> Diagram:
-    """The 16-byte atom permutation of a swizzle mode, atoms coloured by their ORIGINAL column."""
+    """The 16-byte-unit permutation of a swizzle mode over the tile's own rows (W bytes each for
+    a W-byte swizzle, 128 for none), units coloured by their ORIGINAL position in the row."""
     m = swizzle_mode(mode)
     _check_dtype(dtype, OPERAND_DTYPES, "element")
     lines = check_int("lines", lines, 1, limit="diagram_lines")
     e = element_bytes(dtype)
     per = ATOM_BYTES // e
-    tab = atom_table(m, lines)
-    n_atoms = tab.shape[1]
+    row_b = m.width if m.bits else 128
+    n_units = row_b // ATOM_BYTES
+    r = np.arange(lines)[:, None]
+    c = np.arange(n_units)[None, :]
+    stored = np.asarray(m.swizzle(r * row_b + c * ATOM_BYTES))
+    assert ((stored // row_b) == r).all()          # a swizzle never moves a unit out of its row
+    pos = (stored % row_b) // ATOM_BYTES
 
     def lab(c: int) -> str:
-        return f"a{c}:{c * per}-{c * per + per - 1}"
+        return f"u{c}:{c * per}-{c * per + per - 1}"
 
-    lg, lf = _grid(lines, n_atoms), _grid(lines, n_atoms)
-    pg, pf = _grid(lines, n_atoms), _grid(lines, n_atoms)
-    for r in range(lines):
-        for c in range(n_atoms):
-            lg[r][c], lf[r][c] = lab(c), index_colour(c)
-            p = int(tab[r, c])
-            pg[r][p], pf[r][p] = lab(c), index_colour(c)
-    heads = [f"+{16 * c}" for c in range(n_atoms)]
-    rh = [f"line {r} @{128 * r}" for r in range(lines)]
-    logical = Panel("logical: atom c of each 128-byte line (before the swizzle)", lg, lf, rh, heads)
-    physical = Panel(f"stored: where each atom lands ({m.name})", pg, pf, rh, heads)
-    per_period = 1 << m.bits if m.bits else 1
+    lg, lf = _grid(lines, n_units), _grid(lines, n_units)
+    pg, pf = _grid(lines, n_units), _grid(lines, n_units)
+    for i in range(lines):
+        for j in range(n_units):
+            lg[i][j], lf[i][j] = lab(j), index_colour(j)
+            p = int(pos[i, j])
+            pg[i][p], pf[i][p] = lab(j), index_colour(j)
+    heads = [f"+{16 * j}" for j in range(n_units)]
+    rh = [f"row {i} @{row_b * i}" for i in range(lines)]
+    what = f"{row_b}-byte row" if m.bits else "128-byte line"
+    logical = Panel(f"logical: 16-byte unit u of each {what} (before the swizzle)", lg, lf, rh, heads)
+    physical = Panel(f"stored: where each unit lands ({m.name})", pg, pf, rh, heads)
     if m.bits:
         for p in (logical, physical):
-            for r0 in range(0, lines, per_period):
-                p.boxes.append((r0, 0, min(lines, r0 + per_period), n_atoms,
-                                f"period {m.period} B" if r0 == 0 else "", "thick"))
+            for r0 in range(0, lines, 8):
+                p.boxes.append((r0, 0, min(lines, r0 + 8), n_units,
+                                f"swizzle atom: 8 x {row_b} B = {m.period} B" if r0 == 0 else "", "thick"))
     mask = (1 << m.bits) - 1
-    legend = [(index_colour(c), f"atom {c}: bytes {16 * c}-{16 * c + 15} = {dtype} elements {c * per}-{c * per + per - 1}")
-              for c in range(n_atoms)]
-    legend += [("", f"a<c>:<i>-<j> = original atom c holding elements i..j of its line ({per} x {dtype} = 16 bytes)"),
-               ("", "byte address bits: [3:0] byte inside the atom (never moves), [6:4] atom, [9:7] 128-byte line")]
-    rule = ("none: nothing moves (the identity)." if not m.bits else
-            f"{m.name} = Swizzle<{m.bits},4,3>: stored atom = atom XOR (line & {mask}), i.e. address bits "
-            f"[{3 + m.bits}:4] ^= bits [{6 + m.bits}:7]; the pattern repeats every {m.period} bytes "
-            f"({per_period} line{'s' if per_period > 1 else ''}).")
+    legend = [(index_colour(j), f"unit {j}: bytes {16 * j}-{16 * j + 15} of the row = {dtype} elements "
+                                f"{j * per}-{j * per + per - 1}") for j in range(n_units)]
+    legend += [("", f"u<c>:<i>-<j> = 16-byte unit c of the row (before the swizzle), holding elements i..j "
+                    f"({per} x {dtype} = 16 bytes)")]
+    if m.bits:
+        legend.append(("@thick", f"one swizzle atom: 8 rows x {row_b} B, the {m.period}-byte period of the pattern"))
+    ubits = (row_b // ATOM_BYTES).bit_length() - 1
+    legend.append(("", f"byte address bits: [3:0] byte inside the 16-byte unit (never moves), "
+                       f"{'[4]' if ubits == 1 else f'[{3 + ubits}:4]'} unit inside the row, [{m.period.bit_length() - 2}:{4 + ubits}] row "
+                       "of the swizzle atom" if m.bits else
+                       "byte address bits: [3:0] byte inside the 16-byte unit, [6:4] unit, [9:7] 128-byte line"))
+    if not m.bits:
+        rule = "none: nothing moves (the identity)."
+    else:
+        rows_per_line = 128 // row_b
+        line = "row" if rows_per_line == 1 else f"row // {rows_per_line}"
+        rule = (f"{m.name} = Swizzle<{m.bits},4,3>: address bits [{3 + m.bits}:4] ^= bits [{6 + m.bits}:7]. "
+                f"In a {row_b}-byte-row tile, row r starts at {row_b}r, so bits [{6 + m.bits}:7] are "
+                f"({line}) & {mask}: stored unit = unit XOR (({line}) & {mask}); "
+                f"the pattern repeats every 8 rows = {m.period} bytes (one swizzle atom)."
+                + (f" Rows 0-{rows_per_line - 1} of each swizzle atom stay in place." if rows_per_line > 1 else ""))
     caption = [rule,
-               "The unit that moves is the 16-byte atom: one 8x8 b16 row, 8 f16 / 16 e4m3 / 4 tf32 elements (seed §7). "
-               "Bytes inside an atom stay in order, which is why a TMA load/store can unswizzle to a clean row-major tile.",
+               "The unit that moves is the 16-byte unit: one 8x8 b16 row, 8 f16 / 16 e4m3 / 4 tf32 elements (seed §7). "
+               "Bytes inside a unit stay in order, which is why a TMA load/store can unswizzle to a clean row-major "
+               "tile; the swizzle atom is the 8-row pattern the units are permuted in.",
                "The swizzle acts on the absolute shared address, so a tile should start on the pattern's period "
                f"({m.period} bytes) unless the descriptor's base offset says otherwise."]
     if m.bits:
-        r = min(5, lines - 1)
-        caption.append(f"Example: line {r}, atom 2 -> atom {int(tab[r, 2])} "
-                       f"(address {128 * r + 32:#x} is stored at {128 * r + 16 * int(tab[r, 2]):#x}).")
-    return Diagram("swizzle", f"{m.name} swizzle: 16-byte atom permutation ({dtype}: {per} elements per atom)",
+        i = min(5, lines - 1)
+        j = min(2, n_units - 1) if n_units > 1 else 0
+        caption.append(f"Example: row {i}, unit {j} -> unit {int(pos[i, j])} (address "
+                       f"{row_b * i + 16 * j:#x} is stored at {int(stored[i, j]):#x}).")
+    return Diagram("swizzle", f"{m.name} swizzle: 16-byte unit permutation ({dtype}: {per} elements per unit)",
                    SRC_SWIZZLE, [logical, physical], legend, caption)
 
 
 # ----------------------------------------------------------------------------- operand tiles
 
 def _core_id(r: int, k: int, e: int, major: str) -> tuple[int, int]:
-    """Core matrix (8 rows x 16 bytes, stored as 128 contiguous bytes) of element (r, k)."""
+    """Core matrix (g, j) of element (r, k): g its 8-row (K-major) or 16-byte MN (MN-major)
+    group, j its 16-byte K chunk (K-major) or group of 8 K columns (MN-major)."""
     if major == "K":
         return r // 8, (k * e) // 16
     return r // (16 // e), k // 8
+
+
+def _core_colour(cid: tuple[int, int]) -> str:
+    """A checkerboard of 8 colours: core matrices next to each other (along either axis) differ."""
+    return index_colour((cid[0] % 2) * 4 + cid[1] % 4, 8)
 
 
 def _stride_meaning(major: str, m, e: int) -> tuple[str, str, tuple[int, int] | None, tuple[int, int] | None]:
@@ -317,7 +371,7 @@ def _stride_meaning(major: str, m, e: int) -> tuple[str, str, tuple[int, int] | 
 def _operand_panels(addr: np.ndarray, rows: int, k: int, e: int, major: str, m, lbo: int, sbo: int,
                     *, hexa: bool, marks: np.ndarray | None = None) -> tuple[Panel, Panel, list[str]]:
     """Tile panel (row x k: address of each element's first byte) and memory panel
-    (128-byte lines x 16-byte atoms: which elements sit there), plus notes."""
+    (128-byte lines x 16-byte units: which elements sit there), plus notes."""
     first = addr[:, ::e]
     ids = {}
     t_lab, t_fill = _grid(rows, k), _grid(rows, k)
@@ -327,7 +381,7 @@ def _operand_panels(addr: np.ndarray, rows: int, k: int, e: int, major: str, m, 
             ids.setdefault(cid, len(ids))
             a = int(first[r, c])
             t_lab[r][c] = (f"{a:x}" if hexa else str(a)) + ("!" if marks is not None and marks[r, c] else "")
-            t_fill[r][c] = index_colour(3 * cid[0] + cid[1], 8)
+            t_fill[r][c] = _core_colour(cid)
     tile = Panel(f"operand tile, {rows} x {k} ({'MN' if major == 'MN' else 'K'}-major): "
                  f"{'hex address' if hexa else 'byte offset'} of each element", t_lab, t_fill,
                  [str(r) for r in range(rows)], [str(c) for c in range(k)])
@@ -383,22 +437,49 @@ def _operand_panels(addr: np.ndarray, rows: int, k: int, e: int, major: str, m, 
                 doubles += 1
             m_lab[i][a] = s
             cid = _core_id(own[0][0], own[0][1], e, major)
-            m_fill[i][a] = index_colour(3 * cid[0] + cid[1], 8)
-    mem = Panel("shared memory: 128-byte lines x 16-byte atoms (what each atom holds)", m_lab, m_fill,
+            m_fill[i][a] = _core_colour(cid)
+    mem = Panel("shared memory: 128-byte lines x 16-byte units (what each unit holds)", m_lab, m_fill,
                 [f"{x:#x}" if hexa else f"+{x}" for x in lines], [f"+{16 * a}" for a in range(8)])
     if doubles:
-        notes.append(f"{doubles} atom(s) marked * are read for more than one element (overlapping strides)")
+        notes.append(f"{doubles} unit(s) marked * are read for more than one element (overlapping strides)")
     return tile, mem, [lbo_txt, sbo_txt] + notes
 
 
-def _operand_legend(e: int, dtype: str, major: str, m) -> list[tuple[str, str]]:
-    return [(index_colour(i, 8), f"core matrix {i}") for i in range(3)] + [
-        ("", "colour = core matrix: 8 rows x 16 bytes stored as 128 contiguous bytes "
-             f"({'8 rows x ' + str(16 // e) + ' K-elements' if major == 'K' else str(16 // e) + ' MN-elements x 8 K-columns'})"),
-        ("", "thin outline: core matrix" + (f"; thick outline: {m.name} swizzle atom (8 x {m.width} B)" if m.bits else "")),
-        ("", "memory cells: " + ("r<row> k<k range>" if major == "K" else "k<k column> r<row range>")
-             + " held by that 16-byte atom"),
-    ]
+TILE_BLOCK = 32   # columns per drawn block of an operand tile
+
+
+def _operand_legend(e: int, dtype: str, major: str, m, panels: list[Panel]) -> list[tuple[str, str]]:
+    """Every core-matrix colour the panels use (with the core matrices it marks), the notation,
+    the outlines and arrows that are drawn."""
+    tile = [p for p in panels if p.title.startswith("operand tile")]
+    where: dict[str, list[tuple[int, int]]] = {}
+    cr, ck = (8, 16 // e) if major == "K" else (16 // e, 8)
+    for p in tile:
+        for r in range(0, p.rows, cr):
+            for c in range(0, p.cols, ck):
+                cid = _core_id(r, p.c0 + c, e, major)
+                lst = where.setdefault(p.fills[r][c], [])
+                if cid not in lst:
+                    lst.append(cid)
+    legend = [(f, "core matrix " + ", ".join(f"({g},{j})" for g, j in ids[:3]) + (", ..." if len(ids) > 3 else ""))
+              for f, ids in where.items()]
+    shape = ("8 rows x 16 bytes of K (row group g, K chunk j)" if major == "K" else
+             f"{16 // e} MN elements (16 bytes) x 8 K columns (MN group g, K group j)")
+    store = ("stored as 128 contiguous bytes" if not m.bits else
+             f"its 8 rows are 16-byte units {m.width} B apart, each moved inside its {m.width}-byte row by the "
+             f"{m.name} swizzle")
+    legend.append(("", f"core matrix (g,j) = {shape}; {store}"))
+    legend.append(("", ("r<row> k<a>-<b>" if major == "K" else "k<k> r<a>-<b>")
+                       + " = memory cell: the elements that 16-byte unit holds"))
+    legend.append(("@thin", "one core matrix"))
+    if m.bits:
+        legend.append(("@thick", f"one {m.name} swizzle atom: 8 rows x {m.width} B" if major == "K" else
+                                 f"one {m.name} swizzle atom: 8 K columns x {m.width} B of MN"))
+    if any(p.arrows for p in tile):
+        legend.append(("@arrow", "+LBO / +SBO: the stride between the two elements the arrow joins"))
+    if any("*" in s for p in panels for row in p.labels for s in row):
+        legend.append(("", "* = a unit read for more than one element"))
+    return legend + _group_key(panels)
 
 
 def smem(major: str = "K", mode: str = "128B", dtype: str = "f16", rows: int = 64, k: int | None = None,
@@ -423,13 +504,40 @@ def smem(major: str = "K", mode: str = "128B", dtype: str = "f16", rows: int = 6
     tile, mem, notes = _operand_panels(phys, rows, k, e, major, m, lbo, sbo, hexa=False)
     tile.notes += notes[:2]
     mem.notes += notes[2:]
+    panels = split_columns(tile, TILE_BLOCK) + [mem]
     caption = [f"A {rows} x {k} {dtype} operand (A: rows = M; B viewed as N x K), {major}-major, swizzle {m.name}, "
                f"LBO = {lbo} B, SBO = {sbo} B (the dense canonical packing is LBO = {dl}, SBO = {ds}).",
                notes[0] + "; " + notes[1] + ".",
                "Offsets are relative to a start address on the swizzle period; the hardware swizzles the absolute "
                "address (see the desc diagram). Try `wgref desc` to see what a given descriptor makes the H200 read."]
     return Diagram("smem", f"shared-memory operand: {major}-major, {m.name} swizzle, {dtype}, {rows} x {k}",
-                   SRC_SMEM, [tile, mem], _operand_legend(e, dtype, major, m), caption)
+                   SRC_SMEM, panels, _operand_legend(e, dtype, major, m, panels), caption)
+
+
+def _packing(major: str, m, e: int, rows: int, k: int, lbo: int, sbo: int) -> str | None:
+    """In words, the way of writing a ``rows x k`` tile that gives these LBO/SBO (the blocks
+    each stride steps over stored back to back in one order or the other), None if neither."""
+    t = 16 // e
+    if major == "K" and m.bits:
+        return (f"8-row groups of {8 * m.width} B back to back" if sbo == 8 * m.width else None)
+    if major == "K":
+        unit, (l_dir, n_l), (s_dir, n_s) = "core matrices (128 B)", ("K", -(-k * e // 16)), ("M/N", -(-rows // 8))
+    elif not m.bits:
+        unit, (l_dir, n_l), (s_dir, n_s) = "core matrices (128 B)", ("K", -(-k // 8)), ("M/N", -(-rows // t))
+    else:
+        unit, (l_dir, n_l), (s_dir, n_s) = (f"swizzle atoms ({8 * m.width} B)", ("M/N", -(-rows * e // m.width)),
+                                            ("K", -(-k // 8)))
+    size = 8 * m.width if (m.bits and major == "MN") else 128
+    if lbo == size and sbo == size * n_l:
+        txt = f"{unit} adjacent along {l_dir} ({n_l} x {size} B = SBO)"
+    elif sbo == size and lbo == size * n_s:
+        txt = f"{unit} adjacent along {s_dir} ({n_s} x {size} B = LBO)"
+        if m.bits and major == "MN":
+            txt += (f": each block of {m.width // e} MN elements stored whole, as {n_l} TMA boxes of "
+                    f"{m.width // e} (MN) x {k} (K) write it")
+    else:
+        return None
+    return txt
 
 
 def parse_descriptor(text: str) -> int:
@@ -478,15 +586,17 @@ def desc(value: int | str, dtype: str = "f16", rows: int = 64, k: int | None = N
     issues = []
     lbo_used = not (major == "K" and m.bits)
     if (d.lbo != dl and lbo_used) or d.sbo != ds:
-        if lbo_used and d.lbo == ds and d.sbo == dl and dl != ds:
-            issues.append(f"LBO and SBO look swapped: the dense {major}-major {m.name} packing of this tile has "
-                          f"LBO = {dl}, SBO = {ds} (in {'swizzled' if m.bits else 'no-swizzle'} MN-major layouts "
-                          f"they trade roles)" if major == "MN" else
-                          f"LBO and SBO look swapped: the dense packing of this tile has LBO = {dl}, SBO = {ds}")
+        dense_txt = _packing(major, m, e, rows, k, dl, ds)
+        given_txt = _packing(major, m, e, rows, k, d.lbo, d.sbo)
+        head = (f"LBO = {d.lbo} B, SBO = {d.sbo} B differ" if lbo_used else f"SBO = {d.sbo} B differs")
+        head += (f" from the dense packing this check assumes (LBO = {dl}{'' if lbo_used else ' (unused)'}, "
+                 f"SBO = {ds}: {dense_txt})")
+        if given_txt:
+            issues.append(f"{head}; right if the tile was written as {given_txt}"
+                          + ("; if it was written densely, LBO and SBO are swapped"
+                             if lbo_used and d.lbo == ds and d.sbo == dl else ""))
         else:
-            issues.append(f"strides differ from the dense canonical packing of this tile "
-                          f"(LBO = {dl}{'' if lbo_used else ' (unused)'}, SBO = {ds}): fine if the tile was written "
-                          f"with these strides")
+            issues.append(f"{head}: fine if the tile was written with these strides")
     flat = addr.ravel()
     dup = flat.size - np.unique(flat).size
     if dup:
@@ -517,20 +627,23 @@ def desc(value: int | str, dtype: str = "f16", rows: int = 64, k: int | None = N
                              ["  ok: dense canonical strides, no overlap, start on the swizzle pattern"])
     tile, mem, notes = _operand_panels(addr, rows, k, e, major, m, d.lbo, d.sbo, hexa=True, marks=marks)
     mem.notes += notes[2:]
+    n_bad = int(marks.sum()) if mark else 0
     if mark:
-        n_bad = int(marks.sum())
-        tile.notes.append(f"! = read from another byte than a dense canonical tile at this start would hold "
-                          f"({n_bad} of {marks.size} elements)")
+        tile.notes.append(f"{n_bad} of {marks.size} elements marked !: read from another byte than a dense "
+                          f"canonical tile at this start would hold")
     else:
-        tile.notes.append("(no ! marks: a start inside a 128-byte line is a K step into a bigger tile)")
+        tile.notes.append("no element is marked: a start inside a 128-byte line is a K step into a bigger tile")
+    panels = split_columns(tile, TILE_BLOCK) + [mem]
     caption = [f"What the H200 reads for each (row, k) element of a {rows} x {k} {dtype} {major}-major operand "
                f"described by {v:#018x}: the start address plus the canonical {m.name} layout's offsets "
                "(LBO/SBO), then the swizzle of the absolute address with the base offset subtracted from the "
                "128-byte line index (the rule the H200 fixtures confirmed).",
                lbo_txt + "; " + sbo_txt + "."]
-    legend = _operand_legend(e, dtype, major, m) + [("", "tile cells: hex address of the element's first byte")]
+    legend = _operand_legend(e, dtype, major, m, panels) + [("", "tile cells: hex address of the element's first byte")]
+    if n_bad:
+        legend.append(("", "! = read from another byte than a dense canonical tile at this start would hold"))
     return Diagram("desc", f"descriptor {v:#018x}: what the hardware reads ({rows} x {k} {dtype}, {major}-major, "
-                           f"{m.name})", SRC_DESC, [tile, mem], legend, caption, text_before=report)
+                           f"{m.name})", SRC_DESC, panels, legend, caption, text_before=report)
 
 
 # ----------------------------------------------------------------------------- sparse metadata
@@ -565,7 +678,7 @@ def sparse_meta(dtype: str = "f16", sel: int = 0) -> Diagram:
                 rl[lane][p], rf[lane][p] = f"r{m}c{c}", lane_colour(lane)
             else:
                 rl[lane][p], rf[lane][p] = "-", IGNORED
-    regs = Panel("2. lane x nibble of the sp-meta register: r<row>c<chunk> it carries; grey '-' = ignored",
+    regs = Panel("2. lane x nibble of the sp-meta register: r<row>c<chunk> it carries; '-' = ignored",
                  rl, rf, row_heads=[f"lane {lane}" for lane in range(32)],
                  col_heads=[f"b{4 * p}-{4 * p + 3}" for p in range(8)], col_groups=4, row_groups=4)
     used_lanes = sorted({ln for ln, _ in held})
@@ -586,9 +699,12 @@ def sparse_meta(dtype: str = "f16", sel: int = 0) -> Diagram:
                "ignored: the H200 recorder filled them with random garbage and the results did not change.",
                f"{nib}. Example: row 9, {chunk} {min(5, cols - 1)} -> lane {int(thread[9, min(5, cols - 1)])}, "
                f"bits {4 * int(pos[9, min(5, cols - 1)])}-{4 * int(pos[9, min(5, cols - 1)]) + 3}."]
-    legend = [(lane_colour(lane), f"lane {lane}") for lane in used_lanes[:8]]
-    legend += [("", "other lanes: the same hues, lighter (lane_colour)"), (IGNORED, "ignored (lane, nibble)"),
-               ("", "L<n>:b<k> = lane n, bits k..k+3; r<m>c<c> = row m, chunk c")]
+    legend = [(lane_colour(lane), f"lane {lane}") for lane in used_lanes]
+    if len(held) < 256:
+        legend.append((IGNORED, "ignored (lane, nibble)"))
+        legend.append(("", "- = a (lane, nibble) the hardware ignores"))
+    legend += [("", f"L<n>:b<k> = lane n, bits k..k+3; r<m>c<c> = row m, {chunk} c"),
+               ("@thick", "the 8 rows of one h"), ("@focus", "row 0")] + _group_key([rows, regs])
     return Diagram("sparse-meta", f"sparse wgmma sp-meta: {dtype}, sp-sel {sel} (rows 0-15, warp 0)", SRC_SPARSE,
                    [rows, regs], legend, caption, verified="verified on the H200: fixtures/sparse (tagged probes)")
 
