@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from refmodel.layouts.descriptor import MatrixDescriptor  # noqa: E402
+from refmodel.numerics.explain import doc_case, explain_dot  # noqa: E402
 from refmodel.render import diagram, to_ascii, to_svg  # noqa: E402
+from refmodel.render.explain_draw import render_explain  # noqa: E402
 
 GALLERY = "docs/gallery"
 DEBUG_PAGE = "docs/debug-descriptor.md"
@@ -47,6 +49,18 @@ ENTRIES: list[tuple[str, str, dict, str]] = [
     *[(f"sparse-meta_{dt}_sel{sel}", "sparse-meta", {"dtype": dt, "sel": sel},
        f"sparse wgmma sp-meta, {dt}, sp-sel {sel}: which lane and nibble hold each row's metadata")
       for dt, sel in (("f16", 0), ("f16", 1), ("tf32", 0), ("e4m3", 0))],
+    *[(f"epilogue_n{n}_bf16_128B", "epilogue", {"n": n, "dtype": "bf16", "swizzle": "128B"},
+       f"epilogue m64n{n}: cvt to bf16x2, then one stmatrix.x4 per 16-column slice into a 128B-swizzled tile")
+      for n in (64, 256)],
+    *[(f"sparse-compress_{dt}_sel{sel}", "sparse-compress", {"dtype": dt, "sel": sel},
+       f"sparse compression, {dt}, sp-sel {sel}: quartet -> kept pair -> nibble -> lane and bit")
+      for dt, sel in (("f16", 0), ("f16", 1), ("e4m3", 0))],
+]
+
+# (file stem, explain_dot keyword arguments or "doc", command-line arguments, one-line blurb)
+EXPLAIN: list[tuple[str, object, str, str]] = [
+    ("explain-dot_doc", "doc", "--case doc",
+     "explain-dot, the doc's case: C = 1 + 2^-20, A = 0 gives 1.0 (C is aligned and truncated like any term)"),
 ]
 
 
@@ -70,7 +84,16 @@ def gallery_files() -> dict[str, str]:
                      f'<p class="blurb">{html.escape(blurb)} &mdash; <code>{_command(kind, opts)}</code></p>'
                      f'<div class="fig">{fig}</div><ul class="notes">{legend}</ul>'
                      + "".join(f"<p>{html.escape(c)}</p>" for c in d.caption) + "</section>")
+    for stem, case, argv, blurb in EXPLAIN:
+        ex = doc_case() if case == "doc" else explain_dot(**case)
+        svg = render_explain(ex, "svg")
+        name = f"{stem}.svg"
+        out[f"{GALLERY}/{name}"] = svg
+        cards.append(f'<section id="{stem}"><h2><a href="{name}">{html.escape(blurb)}</a></h2>'
+                     f'<p class="blurb"><code>wgref explain-dot {html.escape(argv)} --format svg</code></p>'
+                     f'<div class="fig">{svg}</div></section>')
     toc = "".join(f'<li><a href="#{s}">{html.escape(b)}</a></li>' for s, _, _, b in ENTRIES)
+    toc += "".join(f'<li><a href="#{s}">{html.escape(b)}</a></li>' for s, _, _, b in EXPLAIN)
     out[f"{GALLERY}/index.html"] = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>wgref layout gallery</title>
 <style>
@@ -98,7 +121,7 @@ def _command(kind: str, opts: dict) -> str:
         return (f"wgref desc {opts['value']:#018x} --dtype {opts['dtype']} --rows {opts['rows']} "
                 f"--k {opts['k']} --major {opts['major']}")
     flags = {"n": "--n", "dtype": "--dtype", "num": "--num", "mode": "--swizzle", "major": "--major", "rows": "--rows",
-             "sel": "--sel"}
+             "sel": "--sel", "swizzle": "--swizzle"}
     parts = [f"wgref layout {kind}"]
     for key, val in opts.items():
         if key == "trans":
@@ -195,6 +218,7 @@ def _write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".gen-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; generated docs are for everyone to read
     os.replace(tmp, path)
 
 

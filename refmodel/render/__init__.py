@@ -5,9 +5,14 @@
     render("stmatrix", "ascii", num=4, trans=False)
     render("desc", "html", value=0x4000004000010040, dtype="f16", rows=64, k=16, major="K")
 
-Kinds: acc, a-frag, stmatrix, ldmatrix, swizzle, smem, desc, sparse-meta.  Every picture is built from
-:mod:`refmodel.layouts` (the model the H200 fixtures check), has a title, a legend, and
-names the source it mirrors.
+    render("epilogue", "svg", n=64, dtype="bf16", swizzle="128B")
+    render("sparse-compress", "ascii", dtype="f16", sel=0)
+
+Kinds: acc, a-frag, stmatrix, ldmatrix, swizzle, smem, desc, sparse-meta, epilogue (cvt + stmatrix.x4
+slices into a swizzled tile, :mod:`.epilogue`), sparse-compress (quartet -> kept pair -> nibble ->
+lane/bit, :mod:`.sparse_draw`).  Every picture is built from :mod:`refmodel.layouts` /
+:mod:`refmodel.machine` (the model the H200 fixtures check), has a title, a legend, and names the
+source it mirrors.  One wgmma output element explained bit by bit: :mod:`.explain_draw`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..validate import excerpt
-from . import diagrams
+from . import diagrams, epilogue, sparse_draw
 from .core import Diagram, Panel, to_ascii, to_html, to_svg
 
 FORMATS = ("ascii", "svg", "html")
@@ -32,6 +37,8 @@ BUILDERS: dict[str, Callable[..., Diagram]] = {
     "smem": diagrams.smem,
     "desc": diagrams.desc,
     "sparse-meta": diagrams.sparse_meta,
+    "epilogue": epilogue.epilogue,
+    "sparse-compress": sparse_draw.sparse_compress,
 }
 KINDS = tuple(BUILDERS)
 
