@@ -97,6 +97,17 @@ def example(instr, *args) -> str:
     return f"0x{int(d):0{width}X}"
 
 
+def fp8_registers_section() -> str:
+    """Seed §14–15 (FP8 A in registers, the K-major rule) from tools/cute_doc.py; writes its picture
+    (docs/img/fp8_a_registers.svg) unless --check."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import cute_doc
+
+    if WRITE_IMAGES:
+        cute_doc.write_fp8_svg(ROOT)
+    return cute_doc.fp8_registers_md()
+
+
 def fp8_page() -> str:
     one, mtwo = np.float32(1.0), np.float32(-2.0)
     return f"""# FP8 on Hopper: formats, saturation, packing, conversion, scaling
@@ -208,6 +219,7 @@ TransformerEngine and the OCP MX specification, are in `refmodel/scaling.py`'s d
 {scaling.__doc__.split("Formulas (quotable by docs/)")[1].split("Relation to other")[0].strip()}
 ```
 
+{fp8_registers_section()}
 ## Hardware evidence
 
 Recorded on the H200 with `python -m gpu.record.cvt` and replayed by CI (`wgref verify`,
