@@ -96,13 +96,19 @@ schedule's digest on every call (`wgref verify`, CI).
 
 - Candidates: split counts 1..64 with chunk alignments 16..256 (cuBLAS's `round_up(ceil(K/S), align)` rule),
   promotion every 1..16 instructions (FP8), restarts at 64..256 (Triton's BLOCK_K slices), reductions in split
-  order, reverse or a pairwise tree. The K order inside an instruction is not probed: one fused sum does not
+  order, reverse, a pairwise tree or a GPU reduction's shape (`lanes{{T}}-{{strided|chunked}}-{{down|pairwise}}`, T a
+  power of two below S: XLA's split-K reduce is one, its T depending on the shape), and the output's NaN bits
+  (the cvt's own or canonical). The K order inside an instruction is not probed: one fused sum does not
   depend on it; the K order across instructions (Triton's FP8 `mma.sync` path) is outside the space.
 - Promotion and split-K in order are the same float32 additions, so they are reported as equivalent, not
   told apart; so are split counts whose chunk sums are exact on every input tried.
 - A break is seen only through the output rounding: the probe's values are chosen by simulating refmodel until
   a chain and a break give different bits after the output conversion (bf16 outputs use a tie of the output
   format so a 2^-20 term decides the rounding).
-- Reduction kernels with another order (XLA's split-K reduce, cuSPARSELt's segment-K with special values)
-  are "none": refmodel says so instead of guessing.
+- Still "none", and refmodel says so instead of guessing: XLA bf16 at 64x64x8192 (every order misses one cell
+  of the reduction probes), cuSPARSELt f16 segment-K (the orders that fit the probes miss special values),
+  cuSPARSELt's bf16 segment-K + split-K kernel pair (its chain breaks fit no chunking of the space). cuSPARSELt
+  refused `split_k=` for f16/bf16 here (`cusparseLtMatmulAlgSetAttribute(... SPLIT_K ...)`: invalid value).
+- `wgref fuzz lib:TARGET --schedule s.json` then checks a stored schedule on new calls at its shape and shrinks
+  the first mismatch to one row of A, one column of B and a few K positions (`gpu.fuzz.schedule`).
 """

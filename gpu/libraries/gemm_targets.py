@@ -38,7 +38,7 @@ def _torch_call(call, out: str):
 
 
 def make_target(name: str, *, dtype: str, out_dtype: str, fast_accum: bool = False, block_k: int = 64,
-                imp=None) -> Target:
+                imp=None, split_k: int | None = None) -> Target:
     """The target ``name`` (one of :data:`TARGETS`) for inputs of ``dtype`` and an ``out_dtype`` output."""
     from gpu.libraries.torch_cublas import _torch, to_gpu, to_host, versions
 
@@ -72,14 +72,19 @@ def make_target(name: str, *, dtype: str, out_dtype: str, fast_accum: bool = Fal
 
         def run(a, b):
             A = to_gpu(a, dtype)
-            if dtype == "e4m3":
+            if split_k is not None:                                       # the split-K kernels, asked for
+                B = to_gpu(np.ascontiguousarray(b.T), dtype).t() if dtype == "e4m3" else to_gpu(b, dtype)
+                d, k = cslt_sparse_mm(A, B, out_dtype=({"bf16": torch.bfloat16, "f32": torch.float32}[out_dtype]
+                                                      if dtype == "e4m3" else None), split_k=split_k)
+            elif dtype == "e4m3":
                 B = to_gpu(np.ascontiguousarray(b.T), dtype).t()        # FP8 wants a column-major B
                 d, k = cslt_sparse_mm(A, B, out_dtype={"bf16": torch.bfloat16, "f32": torch.float32,
                                                       "f16": torch.float16}[out_dtype])
             else:
                 d, k = semi_structured_mm(A, to_gpu(b, dtype))
             return to_host(d, out_dtype), k
-        return Target(run, {**info, "library": f"cuSPARSELt {version()} (torch {torch.__version__})"}, sparse=True)
+        return Target(run, {**info, "library": f"cuSPARSELt {version()} (torch {torch.__version__})",
+                            **({"split_k": int(split_k)} if split_k is not None else {})}, sparse=True)
     # triton
     from gpu.libraries.triton import tiled_matmul, version
 
@@ -132,7 +137,7 @@ def _xla(dtype: str, out_dtype: str) -> Target:
         x = jnp.asarray(np.asarray(a, np.float32)).astype(jdt)
         y = jnp.asarray(np.asarray(b, np.float32)).astype(jdt)
         if "hlo" not in info:
-            info["hlo"] = f.lower(x, y).compile().as_text()[:20000]
+            info["hlo"] = f.lower(x, y).compile().as_text()
         d = np.asarray(f(x, y).astype(jnp.float32)).astype(np.float32)
         return d.astype({"bf16": __import__("ml_dtypes").bfloat16, "f16": np.float16}[dtype]), ["xla jnp.dot"]
     target = Target(run, info)

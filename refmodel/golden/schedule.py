@@ -13,9 +13,13 @@ A schedule is:
   caller's 1 x 128 / 128 x 128 ``block_scales``);
 * **split-K**: ``splits`` chunks of ``round_up(ceil(K/splits), split_align)``, each a fresh chain,
   partials kept in ``partial_dtype`` and reduced in ``reduce`` order (``sequential``: split order;
-  ``reverse``; ``tree``: pairwise) with ``add.f32``;
+  ``reverse``; ``tree``: pairwise; ``lanes{T}-{strided|chunked}-{down|pairwise}``: a GPU reduction's
+  shape, T threads each summing its partials in order (partial j to thread j mod T, or T contiguous
+  runs), then the T sums combined by a shuffle-down tree (i with i + T/2, ...) or pairwise) with ``add.f32``;
 * the **epilogue**: ``epilogue_scale`` (``tensor``: ``RN(RN(sa*sb) * acc)``; ``rowwise``:
-  ``RN(sa[m] * RN(sb[n] * acc))``), then ``cvt.rn`` to ``out_dtype``.
+  ``RN(sa[m] * RN(sb[n] * acc))``), then ``cvt.rn`` to ``out_dtype``; ``out_nan`` ``"canonical"``:
+  every NaN output is the type's canonical quiet NaN (bf16 0x7FC0, f16 0x7E00, f32 0x7FC00000; XLA's
+  bf16 convert), None: the cvt's own NaN bits.
 
 ``source`` says where the schedule comes from (library, version, kernel, shape, device, and how it is
 known: recorded on the H200, inferred, or a model's default); :meth:`describe` says it all in one
@@ -43,6 +47,39 @@ from ..wgmma_sp_forms import parse_wgmma_sp
 OUT_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dtype(np.float16)}
 PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
 REDUCE_ORDERS = ("sequential", "reverse", "tree")
+LANE_ASSIGN = ("strided", "chunked")
+LANE_TREES = ("down", "pairwise")
+OUT_NANS = (None, "canonical")
+_CANONICAL_NAN = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00}
+
+
+def lane_order(threads: int, assign: str, tree: str) -> str:
+    """The ``reduce`` name of a GPU reduction shape: ``lanes{threads}-{assign}-{tree}``."""
+    return f"lanes{threads}-{assign}-{tree}"
+
+
+def reduce_orders(splits: int) -> list[str]:
+    """Every reduction order of the space for ``splits`` partials: the three plain orders, then each
+    lane shape with 2 <= T < splits threads (T a power of two)."""
+    out = list(REDUCE_ORDERS)
+    t = 2
+    while t < splits:
+        out += [lane_order(t, a, tr) for a in LANE_ASSIGN for tr in (LANE_TREES if t > 2 else LANE_TREES[:1])]
+        t *= 2
+    return out
+
+
+def _parse_reduce(v: Any) -> tuple:
+    """('plain', name) or ('lanes', T, assign, tree); one clear error otherwise."""
+    if isinstance(v, str) and v in REDUCE_ORDERS:
+        return ("plain", v)
+    if isinstance(v, str) and v.startswith("lanes"):
+        parts = v[5:].split("-")
+        if (len(parts) == 3 and parts[0].isdigit() and 2 <= int(parts[0]) <= 4096
+                and int(parts[0]) & (int(parts[0]) - 1) == 0 and parts[1] in LANE_ASSIGN and parts[2] in LANE_TREES):
+            return ("lanes", int(parts[0]), parts[1], parts[2])
+    raise InputError(f"reduce must be one of {', '.join(REDUCE_ORDERS)} or lanes{{T}}-{{strided|chunked}}-"
+                     f"{{down|pairwise}} with T a power of two in 2..4096, got {_describe(v)}")
 EPILOGUE_SCALES = ("none", "tensor", "rowwise")
 K_ORDERS = ("natural", "triton_fp8_mma_sync")
 EMULATIONS = (None, "tf32x3")
@@ -103,6 +140,7 @@ class Schedule:
     reduce: str = "sequential"
     epilogue_scale: str = "none"
     out_dtype: Optional[str] = None
+    out_nan: Optional[str] = None
     source: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -119,7 +157,8 @@ class Schedule:
         _pos_int("splits", self.splits, none_ok=False)
         _pos_int("split_align", self.split_align, none_ok=False)
         _choice("partial_dtype", self.partial_dtype, tuple(OUT_DTYPES))
-        _choice("reduce", self.reduce, REDUCE_ORDERS)
+        _parse_reduce(self.reduce)
+        _choice("out_nan", self.out_nan, OUT_NANS)
         _choice("epilogue_scale", self.epilogue_scale, EPILOGUE_SCALES)
         _choice("out_dtype", self.out_dtype, (None, *OUT_DTYPES))
         if not isinstance(self.source, Mapping):
@@ -142,7 +181,10 @@ class Schedule:
     # ------------------------------------------------------------------ data
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, **asdict(self)}
+        d = {"schema": SCHEMA, **asdict(self)}
+        if d["out_nan"] is None:          # the field is newer than the first stored schedules
+            del d["out_nan"]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
@@ -191,12 +233,13 @@ class Schedule:
             text += " No promotion: the tensor core's accumulator holds the whole sum."
         if self.splits > 1:
             text += (f" Split-K: {self.splits} chunks of round_up(ceil(K/{self.splits}), {self.split_align}), each a "
-                     f"fresh chain, partials in {self.partial_dtype}, reduced {self.reduce} with add.f32.")
+                     f"fresh chain, partials in {self.partial_dtype}, reduced {_reduce_words(self.reduce)} with add.f32.")
         if self.epilogue_scale == "tensor":
             text += " Epilogue: D = RN(RN(scale_a*scale_b) * acc)."
         elif self.epilogue_scale == "rowwise":
             text += " Epilogue: D = RN(scale_a[m] * RN(scale_b[n] * acc))."
-        text += f" Output: {'the accumulator type' if self.out_dtype is None else self.out_dtype} (cvt.rn)."
+        text += f" Output: {'the accumulator type' if self.out_dtype is None else self.out_dtype} (cvt.rn)"
+        text += ", every NaN the canonical quiet NaN." if self.out_nan == "canonical" else "."
         src = self.source
         if src:
             bits = [f"{k} {src[k]}" for k in ("library", "version", "kernel", "shape", "device", "evidence") if k in src]
@@ -233,7 +276,13 @@ class Schedule:
         else:
             acc = parts[0]
         acc = self._epilogue(acc, None if self.block_scales else scale_a, None if self.block_scales else scale_b)
-        return _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
+        out = _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
+        if self.out_nan == "canonical":
+            out = np.array(out)
+            name = self.out_dtype or "f32"
+            bits = out.view({"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}[name])
+            bits[np.isnan(out.astype(np.float32))] = _CANONICAL_NAN[name]
+        return out
 
     def expected(self, a, b_nk, scale_a=None, scale_b=None) -> np.ndarray:
         """:meth:`run` for operands as a kernel stores them: ``a`` (M, K) and ``b_nk`` (N, K), K-major,
@@ -378,7 +427,40 @@ def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
+def _reduce_words(order: str) -> str:
+    r = _parse_reduce(order)
+    if r[0] == "plain":
+        return r[1]
+    _, t, assign, tree = r
+    return (f"by {t} threads (partial j to thread {'j mod ' + str(t) if assign == 'strided' else 'j // ceil(S/' + str(t) + ')'},"
+            f" each in order), then {'a shuffle-down tree' if tree == 'down' else 'pairwise'} across the threads")
+
+
+def _lanes(parts: list, t: int, assign: str, tree: str) -> np.ndarray:
+    n = len(parts)
+    per = -(-n // t)
+    lanes = []
+    for i in range(t):
+        idx = range(i, n, t) if assign == "strided" else range(i * per, min(n, (i + 1) * per))
+        acc = None
+        for j in idx:
+            acc = parts[j] if acc is None else add_f32(acc, parts[j])
+        lanes.append(acc)
+    while len(lanes) > 1:
+        if tree == "down":
+            h = (len(lanes) + 1) // 2
+            lanes = [add_f32(lanes[i], lanes[i + h]) if i + h < len(lanes) and lanes[i + h] is not None
+                     else lanes[i] for i in range(h)]
+        else:
+            lanes = [add_f32(lanes[i], lanes[i + 1]) if i + 1 < len(lanes) and lanes[i + 1] is not None
+                     else lanes[i] for i in range(0, len(lanes), 2)]
+    return lanes[0]
+
+
 def _reduce(parts: list, order: str) -> np.ndarray:
+    r = _parse_reduce(order)
+    if r[0] == "lanes":
+        return _lanes(parts, *r[1:])
     if order == "reverse":
         parts = parts[::-1]
     if order == "tree":
@@ -446,4 +528,5 @@ def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return canonical_nan_f32(out)   # fma.rn.f32 writes the canonical NaN
 
 
-__all__ = ["Schedule", "load_schedule", "OUT_DTYPES", "REDUCE_ORDERS", "EPILOGUE_SCALES"]
+__all__ = ["Schedule", "load_schedule", "OUT_DTYPES", "REDUCE_ORDERS", "EPILOGUE_SCALES", "reduce_orders", "lane_order",
+           "OUT_NANS"]

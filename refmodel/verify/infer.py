@@ -16,11 +16,17 @@ Probes, in order:
    separately rounded sums with add.f32.  The answer is the set of K positions where the chain breaks.
 2. **structure** — every candidate of the schedule space (split count and alignment, promotion
    interval, restarts) whose breaks are exactly the observed ones survives.
-3. **reduction order** — cells with one value per group of exact, widely spread magnitudes: the order
-   in which the group sums are added (split order, reverse, pairwise tree) changes the float32 result.
+3. **reduction order** — three calls whose cells hold one value per group of exact, widely spread
+   magnitudes, and (bf16) FPRev's pair probe: in cell (r, c) the group r mod S sums to +B, the group
+   c mod S to -B and every other group to a tiny e, so the cell counts the groups added after the two
+   big ones met — the whole reduction tree in one call.  Orders of the space: split order, reverse, a
+   pairwise tree, and the shapes of a GPU reduction kernel (``lanes{T}-{strided|chunked}-{down|pairwise}``:
+   T threads each add their partials in order, then a shuffle-down or pairwise tree across the threads).
 4. **verification** — the surviving candidates run against the target on at least ``verify_outputs``
    outputs drawn from the fuzzer's families (refmodel.verify.families.matrix); a candidate that misses
-   one output is dropped, with the input family that ruled it out.
+   one output is dropped, with the input family that ruled it out.  Each candidate is tried with the
+   output conversion's own NaN bits and with every NaN made the canonical quiet NaN (``out_nan``; XLA's
+   bf16 convert writes 0x7FC0 where cvt.rn.bf16.f32 keeps the payload's top bits).
 
 The result is the simplest survivor (fewest splits, split order) plus every other survivor: schedules
 that no probe and no verified output tells apart give the same bits on everything tried, which is
@@ -40,7 +46,7 @@ import numpy as np
 from ..dtypes import bits_of
 from ..errors import InputError
 from ..golden.cublas import split_bounds
-from ..golden.schedule import Schedule
+from ..golden.schedule import Schedule, reduce_orders
 from ..validate import _describe
 
 _DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
@@ -307,6 +313,35 @@ def _order_probe_inputs(rng, M: int, N: int, K: int, dtype: str, groups: list) -
     return a, b
 
 
+def _fprev_probe_inputs(M: int, N: int, K: int, dtype: str, groups: list, out_dtype: str = "f32"):
+    """FPRev's pair probe (Xie et al., arXiv 2411.00442) on the chunk sums: in cell (r, c) the chunk
+    r mod S sums to +B, the chunk c mod S to -B and every other chunk to e (A holds P or s, B holds -P
+    or s: B = P*s, e = s*s), with B/e = 2^34 so that even S e's added to B are lost in float32.  The
+    cell then holds e times the number of chunks added after the two big ones met (S minus the size of
+    their smallest common subtree): one call shows the whole reduction tree.  bf16 only (f16 and FP8
+    cannot hold both a B/e that large and an e their output can show); None otherwise."""
+    if dtype != "bf16" or len(groups) < 3:
+        return None
+    S, P, small = len(groups), 2.0 ** 24, 2.0 ** -10
+    a = np.zeros((M, K), _DT[dtype])
+    b = np.zeros((K, N), _DT[dtype])
+    for g, (k0, _) in enumerate(groups):
+        a[:, k0] = [P if r % S == g else small for r in range(M)]
+        b[k0, :] = [-P if c % S == g else small for c in range(N)]
+    return a, b
+
+
+def _misses_of(s: Schedule, got: np.ndarray, d) -> int:
+    """Mismatches of ``s``'s output, given its run with ``out_nan=None`` (``got``), against ``d``."""
+    if s.out_nan == "canonical":
+        from ..golden.schedule import _CANONICAL_NAN
+
+        got = np.array(got)
+        bits = bits_of(got)
+        bits[np.isnan(got.astype(np.float32))] = _CANONICAL_NAN[s.out_dtype or "f32"]
+    return int(np.count_nonzero(bits_of(got) != bits_of(np.asarray(d))))
+
+
 def _misses(s: Schedule, a, b, d, rows=None, cols=None) -> int:
     rows = np.arange(a.shape[0]) if rows is None else rows
     cols = np.arange(b.shape[1]) if cols is None else cols
@@ -361,7 +396,7 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
     # 3. reduction order (only when some candidate has three or more groups)
     multi = [s for s in cands if s.splits > 2]
     if multi:
-        cands = [s.replace(reduce=r) for s in cands for r in (("sequential", "reverse", "tree") if s.splits > 2
+        cands = [s.replace(reduce=r) for s in cands for r in (reduce_orders(s.splits) if s.splits > 2
                                                                else ("sequential",))]
         rng = np.random.default_rng([seed, 1])
         if observed:                   # one value in every chain segment between observed breaks
@@ -370,15 +405,23 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
             s0 = multi[0]
             cuts = split_bounds(K, s0.splits, s0.split_align)
         groups = list(zip(cuts[:-1], cuts[1:]))
-        a, b = _order_probe_inputs(rng, M, N, K, dtype, groups)
-        d = run(a, b)
         rows = np.arange(min(M, 64))
         cols = np.arange(min(N, 64))
-        scores = [(s, _misses(s, a, b, d, rows, cols)) for s in cands]
+        probes = [_order_probe_inputs(rng, M, N, K, dtype, groups) for _ in range(3)]
+        probes.append(_fprev_probe_inputs(M, N, K, dtype, groups))
+        scores = [[s, 0] for s in cands]
+        for a, b in [p for p in probes if p is not None]:
+            d = run(a, b)
+            for sc in scores:
+                if sc[1] == 0:             # a candidate already ruled out needs no second probe
+                    sc[1] = _misses(sc[0], a, b, d, rows, cols)
+        scores = [tuple(x) for x in scores]
         keep = [s for s, n in scores if n == 0]
         rep.probes.append(Probe("reduction order", "in which order are the chunk sums added?",
-                                (", ".join(sorted({s.reduce for s in keep})) or "none of split order, reverse, tree"),
-                                len(rows) * len(cols), len(cands) - len(keep)))
+                                (_orders_text(sorted({s.reduce for s in keep}))
+                                 or "none of split order, reverse, tree or a lane shape"),
+                                len(rows) * len(cols) * len([p for p in probes if p is not None]),
+                                len(cands) - len(keep)))
         log(f"probe reduction order: {len(keep)} of {len(cands)} left")
         if not keep:
             rep.closest = [(s, "reduction order", n) for s, n in sorted(scores, key=lambda x: x[1])[:3]]
@@ -392,6 +435,8 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
         return (s.splits, s.reduce != "sequential", s.promote_every or 0, s.split_align)
 
     cands = sorted(cands, key=order)
+    # the NaN bits of the output: the cvt's own, or the canonical quiet NaN (XLA's bf16 convert)
+    cands = [c for s in cands for c in (s, s.replace(out_nan="canonical"))]
     alive = list(range(len(cands)))
     why = {}
     done = calls = 0
@@ -401,8 +446,14 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
         d = run(a, b)
         rep.call_digests.append(call_digest(a, b, d))
         checking = alive if call < len(FAMILIES) else alive[:max_full]
+        runs = {}                          # one run per schedule, whatever its out_nan: the NaN bits differ only
         for i in checking:
-            n = _misses(cands[i], a, b, d)
+            base = cands[i].replace(out_nan=None, source={})
+            key = base.to_json()
+            if key not in runs:
+                with np.errstate(all="ignore"):
+                    runs[key] = np.asarray(base.run(a, b))
+            n = _misses_of(cands[i], runs[key], d)
             if n:
                 why[i] = (fam, n)
                 alive.remove(i)
@@ -433,6 +484,10 @@ def infer_schedule(run: Callable, *, M: int, N: int, K: int, dtype: str, out_dty
     rep.status = "found" if len(survivors) == 1 else "ambiguous"
     rep.seconds = time.time() - t0
     return rep
+
+
+def _orders_text(orders: list, limit: int = 6) -> str:
+    return ", ".join(orders[:limit]) + (f" and {len(orders) - limit} more" if len(orders) > limit else "")
 
 
 def _ranges(xs: list, step: int) -> str:
