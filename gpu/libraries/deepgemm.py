@@ -246,9 +246,13 @@ def build(dg: Path) -> int:
     env = dict(os.environ, **env_up, DG_USE_LOCAL_VERSION="0", DG_FORCE_BUILD="1", DG_SKIP_CUDA_BUILD="0")
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
     cc = (sysconfig.get_config_var("CC") or "gcc").split()[0]
-    if not shutil.which(cc):  # a Python built elsewhere (clang, a toolchain path): use this machine's gcc
-        env.update(CC="gcc", CXX="g++", LDSHARED="gcc -shared")
-        print(f"sysconfig CC {cc!r} not found: CC=gcc CXX=g++", flush=True)
+    # The compiler on PATH, always: on the H200 image Python's sysconfig names /opt/gcc/bin/gcc, and the
+    # extension it built crashed on the first fp8_gemm_nt call inside std::regex (DeepGEMM's JIT include
+    # parser): its locale facets did not match the libstdc++ the process loads (cuda-gdb backtrace in
+    # docs/data/deepgemm_h200_attempt.txt).  The system g++ matches the system libstdc++.
+    cxx = os.environ.get("WGREF_DG_CXX", "g++")
+    env.update(CC=os.environ.get("WGREF_DG_CC", "gcc"), CXX=cxx, LDSHARED=f"{cxx} -shared")
+    print(f"sysconfig CC {cc!r}; building with CC={env['CC']} CXX={cxx} ({shutil.which(cxx)})", flush=True)
     cmd = [sys.executable, "setup.py", "build_ext", "--inplace"]
     print("+ " + " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, cwd=dg, env=env)

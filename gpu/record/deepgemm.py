@@ -304,13 +304,10 @@ def explore(out: Path, dg: Path, only=None, budget_s: float | None = None) -> in
 def compare(explored: Path, log=print) -> int:
     """Check refmodel's DeepGEMM model (wgmma k32 chain, promotion every 4 instructions, scales
     applied per promotion, bf16 RNE) against an --explore folder, for each promote_op."""
-    import ml_dtypes
-
-    from refmodel.numerics.gemm import gemm
+    from refmodel.golden.deepgemm import fp8_gemm_nt
 
     info = json.loads((explored / "deepgemm.json").read_text())
     z = np.load(explored / "deepgemm.npz")
-    instr = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
     worst = 0
     for rec in info.get("shapes", []):
         if not rec.get("ok"):
@@ -322,19 +319,9 @@ def compare(explored: Path, log=print) -> int:
             log(f"{nm}: note: the rebuilt bf16 inputs differ from the recorded sha256 (numpy changed?); "
                 "the FP8 codes and scales fed are in the npz, so the check goes on")
         A, B, sfa, sfb, hw = (z[f"{nm}.{x}"] for x in ("a", "b", "sfa", "sfb", "d"))
-        Mp = -(-M // 64) * 64                      # the model takes M % 64 == 0: zero rows are independent
-        Ap = np.zeros((Mp, K), np.uint8)
-        Ap[:M] = A
-        sfap = np.ones((Mp, K // 128), np.float32)
-        sfap[:M] = sfa
-        sb = np.repeat(sfb, 128, axis=0)[:N].T.copy()   # (Kb, N): one scale per column
-        bk = np.ascontiguousarray(B.T).view(ml_dtypes.float8_e4m3fn)
-        ak = Ap.view(ml_dtypes.float8_e4m3fn)
         res = {}
         for op in ("fma", "mul_add", "fma_exact"):
-            d = gemm(ak, bk, instr=instr, promote_every=4, scale_a=sfap, scale_b=sb, out_dtype="bf16",
-                     promote_op=op)[:M]
-            bits = d.view(np.uint16)
+            bits = fp8_gemm_nt(A, sfa, B, sfb, promote_op=op).view(np.uint16)
             res[op] = int(np.count_nonzero(bits != hw))
         log(f"{nm} ({M}x{N}x{K}): mismatches of {hw.size}: " + ", ".join(f"{k}={v}" for k, v in res.items()))
         worst = max(worst, res["fma"])

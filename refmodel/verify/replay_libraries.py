@@ -154,3 +154,17 @@ def replay_inferred_schedule(meta: dict[str, Any], arrays: dict[str, np.ndarray]
         ok = dout == outs[i].tobytes()
         total.add(Result(M * N, 0 if ok else M * N, [] if ok else [f"{meta['name']} call {i}: the digest differs"]))
     return total
+
+
+@replayer("deepgemm")
+def replay_deepgemm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """DeepGEMM's ``fp8_gemm_nt`` on the H200 (``python -m gpu.record.deepgemm``): the FP8 codes and scales
+    it was fed, its bf16 output, against :func:`refmodel.golden.deepgemm.fp8_gemm_nt`."""
+    from ..golden.deepgemm import fp8_gemm_nt
+
+    total = Result(0, 0)
+    for nm in meta["shapes"]:
+        a, b, sfa, sfb, want = (arrays[f"{nm}.{x}"] for x in ("a", "b", "sfa", "sfb", "d"))
+        got = fp8_gemm_nt(a, sfa, b, sfb).view(np.uint16)
+        total.add(_count(got, want, nm, {}))
+    return total
