@@ -46,3 +46,27 @@ def test_wgref_infer_then_golden_schedule(tmp_path):
                  "--out-dtype", "bf16", "--schedule", str(s), "-o", str(tmp_path / "d.npy")]) == 0
     lib = make_target("scaled-mm", dtype="e4m3", out_dtype="bf16", fast_accum=True)(a, b)
     assert np.array_equal(np.load(tmp_path / "d.npy"), bits_of(lib))
+
+
+def test_fuzz_lib_against_its_inferred_schedule_and_a_wrong_one_shrunk(tmp_path):
+    """wgref fuzz lib:cublas --schedule: the H200-inferred schedule (fixtures/schedules) holds on new
+    calls; one split fewer is caught and shrunk to one row, one column and a few K positions."""
+    pytest.importorskip("torch")
+    from gpu.fuzz.schedule import fuzz_schedule
+    from refmodel.golden.schedule import Schedule
+    from refmodel.verify.fixtures import load_manifest, default_root
+
+    man = load_manifest(default_root() / "schedules")
+    meta = next(e["meta"] for e in man["entries"] if e["meta"]["name"] == "cublas_bf16_64x64x8192")
+    s = Schedule.from_dict(meta["schedule"])
+    s = s.replace(source={**s.source, "target": "cublas", "shape": "64x64x8192", "dtype": "bf16", "out": "bf16"})
+    path = tmp_path / "s.json"
+    path.write_text(s.to_json())
+    from wgref.cli import main
+
+    assert main(["fuzz", "lib:cublas", "--schedule", str(path), "--cases", "12", "--seed", "5",
+                 "--out", str(tmp_path / "ok")]) == 0
+    rep = fuzz_schedule(s.replace(splits=s.splits - 1), cases=6, out=tmp_path / "bad")
+    assert rep.mismatches > 0 and rep.first["nonzero_k"] < 8192 // 8
+    z = np.load(rep.first["file"])
+    assert z["library"][rep.first["row"], rep.first["col"]] != z["schedule"][rep.first["row"], rep.first["col"]]

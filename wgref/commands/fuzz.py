@@ -177,9 +177,24 @@ def _check_fuzz(args) -> dict:
                      engine="gpu" if kind == "wgmma-gpu" else "cpu", names=_FLAG_NAMES)
     plan = {"target": target, "kind": kind, "secs": _seconds(args.time), "families": None,
             "shard": parse_shard(args.shard) if args.shard is not None else (0, 1)}
-    if kind == "lib":
+    if getattr(args, "schedule", None) is not None and kind != "lib":
+        raise UsageError("--schedule applies to lib: targets (a library call against a stored schedule)")
+    if kind == "lib" and getattr(args, "schedule", None) is not None:
+        from gpu.fuzz.schedule import call_of
+        from refmodel.golden.schedule import load_schedule
+
+        sched = load_schedule(args.schedule)
+        call = call_of(sched)
+        if target != f"lib:{call['target']}":
+            raise UsageError(f"the schedule was inferred from lib:{call['target']} "
+                             f"{call['M']}x{call['N']}x{call['K']}, not {target!r:.40}")
+        if args.shard is not None or args.resume:
+            raise UsageError("--schedule campaigns take no --shard or --resume (one shape, one journal)")
+        plan["schedule"] = sched
+    elif kind == "lib":
         if target not in _LIB_TARGETS:
-            raise UsageError(f"unknown library target {target!r:.60}; choose from {', '.join(_LIB_TARGETS)}")
+            raise UsageError(f"unknown library target {target!r:.60}; choose from {', '.join(_LIB_TARGETS)} "
+                             f"(any infer target with --schedule)")
     elif kind == "cvt":
         E.cvt_forms(target)
     elif kind == "layout":
@@ -220,6 +235,14 @@ def _fuzz_library(args, plan) -> int:
     from gpu.fuzz.library import fuzz_library
 
     target = plan["target"]
+    if plan.get("schedule") is not None:
+        from gpu.fuzz.schedule import fuzz_schedule
+
+        rep = fuzz_schedule(plan["schedule"], cases=args.cases, seed=args.seed, seconds=plan["secs"], out=args.out,
+                            progress=not args.json)
+        return _side_report(rep, args.json, f"{rep.calls} {target[4:]} calls against the schedule, {rep.outputs} "
+                            f"outputs compared, {rep.mismatches} mismatches, {rep.rate:.3g} outputs/s; journal "
+                            f"{args.out}/journal.jsonl", f"shrunk and saved to {rep.repro}")
     rep = fuzz_library(target, cases=args.cases, seed=args.seed, seconds=plan["secs"], out=args.out,
                        shard=plan["shard"], resume=args.resume, progress=not args.json)
     return _side_report(rep, args.json, f"{rep.calls} {target[4:]} calls ({rep.skipped} skipped), {rep.outputs} "
@@ -399,6 +422,9 @@ def add_fuzz_parser(sub) -> None:
                    help="cpu: inputs and refmodel on the host (default); gpu: inputs, the GPU port of the model and "
                         "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma)")
     z.add_argument("--batch-tiles", type=_integer, default=None, help="tiles per batch (default: 64 cpu; gpu: 8192 n256-equivalent tiles)")
+    z.add_argument("--schedule", default=None, metavar="S.JSON",
+                   help="lib: targets: compare the call against this stored schedule (wgref infer -o), at its "
+                   "shape, and shrink the first mismatch")
     z.add_argument("--json", action="store_true")
 
 
