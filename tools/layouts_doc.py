@@ -77,6 +77,7 @@ def _faults_table() -> str:
 
 
 def layouts_page() -> str:
+    from cute_doc import cute_table_md, glossary_md
     from refmodel.layouts.descriptor import MatrixDescriptor, operand_addresses
     from refmodel.layouts.fragment import a_fragment_layout, render_accumulator_layout
     from refmodel.layouts.smem import SmemLayout, dense_strides
@@ -292,6 +293,12 @@ and RS).
   refmodel refuses such a load with that rule:
 
 {_faults_table()}
+
+## 8. The CuTe bridge
+
+{glossary_md()}
+
+{cute_table_md()}
 
 ## Machine-level API
 

@@ -53,7 +53,13 @@ def diagram(kind: str, **opts: Any) -> Diagram:
     if unknown:
         raise InputError(f"the {kind} diagram takes no option {excerpt(unknown[0])}; its options are "
                          f"{', '.join(sig.parameters) or 'none'}")
-    return builder(**opts)
+    d = builder(**opts)
+    from ..layouts.cute import cute_layout
+
+    bridge = cute_layout(kind, **opts)       # the CuTe shape:stride of the same layout (None: it has none)
+    if bridge:
+        d.caption.append(bridge)
+    return d
 
 
 def render(kind: str, fmt: str = "ascii", **opts: Any) -> str:
