@@ -65,10 +65,14 @@ def _writers(i: Path):
         "desc -o": lambda out: ["desc", DESC, "-o", out],
         "pipeline gen -o": lambda out: ["pipeline", "gen", "--k-iters", "2", "-o", out],
         "pipeline draw -o": lambda out: ["pipeline", "draw", i / "t.jsonl", "-o", out],
+        "explore -o": lambda out: ["explore", "-o", out],
+        "explain-dot -o": lambda out: ["explain-dot", "--case", "doc", "--format", "svg", "-o", out],
+        "layout --at -o": lambda out: ["layout", "acc", "--at", "3,4", "--json", "-o", out],
     }
 
 
-WRITERS = ["quantize", "diff --junit", "layout -o", "desc -o", "pipeline gen -o", "pipeline draw -o"]
+WRITERS = ["quantize", "diff --junit", "layout -o", "desc -o", "pipeline gen -o", "pipeline draw -o", "explore -o",
+           "explain-dot -o", "layout --at -o"]
 # `error --plot` is refused before its computation; with no matplotlib it cannot write at all
 REFUSERS = WRITERS + ["error --plot"]
 

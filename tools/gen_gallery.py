@@ -108,11 +108,19 @@ section{{border-top:1px solid #bbb;margin-top:1.5em}} .fig{{overflow:auto;max-he
 Make your own with <code>wgref layout KIND --format svg|html -o FILE</code> and
 <code>wgref desc 0x... --dtype f16 --rows 64 --k 16 --major K</code>
 (see <a href="../debug-descriptor.md">debug your descriptor</a>).</p>
+<p><b><a href="explore.html">The explorer</a></b> (<code>wgref explore -o explore.html</code>): every layout
+of this page in one offline file — hover a cell for its thread, register and address, click a thread to
+light its elements, paste a descriptor; the link keeps the selection. Lookups without a browser:
+<code>wgref layout acc --n 256 --at 37,200 --json</code>, <code>--thread T</code>,
+<code>wgref desc HEX ... --at ROW,K</code>.</p>
 <ol>{toc}</ol>
 {chr(10).join(cards)}
 </body></html>
 """
     out[DEBUG_PAGE] = debug_page()
+    from refmodel.render.explore import explore_html
+
+    out[f"{GALLERY}/explore.html"] = explore_html()
     return out
 
 

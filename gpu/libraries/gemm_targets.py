@@ -13,7 +13,7 @@ import numpy as np
 from refmodel.dtypes import from_bits
 from refmodel.errors import InputError
 
-TARGETS = ("cublas", "scaled-mm", "cusparselt", "triton", "gemm-fp8", "xla")
+TARGETS = ("cublas", "scaled-mm", "cusparselt", "triton", "gemm-fp8", "xla", "deepgemm")
 
 
 class Target:
@@ -48,6 +48,8 @@ def make_target(name: str, *, dtype: str, out_dtype: str, fast_accum: bool = Fal
         return _gemm_fp8(dtype, out_dtype)
     if name == "xla":
         return _xla(dtype, out_dtype)
+    if name == "deepgemm":
+        return _deepgemm(dtype, out_dtype)
     torch = _torch()
     info = {**versions(), "target": name, "dtype": dtype, "out": out_dtype}
     if name == "cublas":
@@ -142,3 +144,38 @@ def _xla(dtype: str, out_dtype: str) -> Target:
         return d.astype({"bf16": __import__("ml_dtypes").bfloat16, "f16": np.float16}[dtype]), ["xla jnp.dot"]
     target = Target(run, info)
     return target
+
+
+def _deepgemm(dtype: str, out_dtype: str) -> Target:
+    """DeepGEMM's ``fp8_gemm_nt`` (built from the carried source, gpu.libraries.deepgemm) fed the e4m3
+    codes directly with unit 1 x 128 / 128 x 128 scales, bf16 out."""
+    import torch
+
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from gpu.libraries.deepgemm import DG_DIR, DeepGEMM, cuda_home, cuda_major, preload, toolchain
+
+    if dtype != "e4m3" or out_dtype != "bf16":
+        raise InputError("deepgemm (fp8_gemm_nt) takes e4m3 inputs and a bf16 output")
+    scratch = Path(tempfile.mkdtemp(prefix="wgref_dg_"))
+    env_up, _ = toolchain(scratch, log=lambda *a: None)
+    os.environ.update(env_up)
+    os.environ.setdefault("DG_JIT_CACHE_DIR", str(scratch / "jit"))
+    preload(cuda_home(), cuda_major(), log=lambda *a: None)
+    dg = DeepGEMM(DG_DIR)
+
+    def run(a, b):
+        M, K = a.shape
+        N = b.shape[1]
+        dev = torch.device("cuda")
+        a8 = torch.from_numpy(np.ascontiguousarray(a).view(np.uint8)).to(dev).view(torch.float8_e4m3fn)
+        b8 = torch.from_numpy(np.ascontiguousarray(b.T).view(np.uint8)).to(dev).view(torch.float8_e4m3fn)
+        sfa = torch.ones((M, K // 128), dtype=torch.float32, device=dev)
+        sfb = torch.ones((-(-N // 128), K // 128), dtype=torch.float32, device=dev)
+        bits, _ = dg.fp8_gemm_nt(a8, sfa, b8, sfb)
+        return from_bits(bits, "bf16"), ["deep_gemm sm90_fp8_gemm_1d2d"]
+    info = dg.info()
+    return Target(run, {"target": "deepgemm", "library": f"DeepGEMM {info.get('version')}", "dtype": dtype,
+                        "out": out_dtype, "scales": "unit 1x128 / 128x128 scales"})
