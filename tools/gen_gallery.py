@@ -193,16 +193,19 @@ memory lines showing which element each 16-byte atom holds).
 f16 A tile, 64 x 16, K-major, 128B swizzle, at 0x400 (on the 1024-byte pattern):
 
 {_desc_block(good, "f16", 64, 16, "K")}
-## Classic mistake 1: LBO and SBO swapped for an MN-major operand
+## Classic mistake 1: LBO and SBO exchanged for an MN-major operand (unless the tile is two TMA boxes)
 
 For a swizzled MN-major operand (a transposed f16 B, N = 128) **LBO steps along MN** (between
 {1024}-byte blocks of 64 MN elements) and **SBO along K** (between groups of 8 K columns) — the
 opposite of the no-swizzle MN-major layout and of what the names suggest. The dense canonical
-descriptor is `{mn_good:#018x}` (LBO 1024, SBO 2048). With the two swapped:
+descriptor is `{mn_good:#018x}` (LBO 1024, SBO 2048). With the two values exchanged the descriptor
+is wrong for a densely packed tile — and right for a tile written as two 64-wide TMA boxes, each
+64-element MN block stored whole. `wgref desc` cannot know which the kernel wrote, so it says which
+packing its check assumes and what each value would be right for:
 
 {_desc_block(mn_bad, "f16", 128, 16, "MN")}
-Columns 8-15 (the second group of 8 K columns) are read from the second 64-row MN block's
-bytes, and rows 64-127 from the next K group's.
+For a densely packed tile, columns 8-15 (the second group of 8 K columns) are then read from the
+second 64-row MN block's bytes, and rows 64-127 from the next K group's (the `!` cells).
 
 ## Classic mistake 2: a 128B tile not on the 1024-byte pattern, base offset 0
 

@@ -77,7 +77,9 @@ def _faults_table() -> str:
 
 
 def layouts_page() -> str:
-    from cute_doc import cute_table_md, glossary_md
+    from cute_doc import cute_table_md, fp8_registers_md, glossary_md
+
+    fp8_section = fp8_registers_md().split("\n", 1)[1].replace("\n### ", "\n#### ")
     from refmodel.layouts.descriptor import MatrixDescriptor, operand_addresses
     from refmodel.layouts.fragment import a_fragment_layout, render_accumulator_layout
     from refmodel.layouts.smem import SmemLayout, dense_strides
@@ -294,7 +296,11 @@ and RS).
 
 {_faults_table()}
 
-## 8. The CuTe bridge
+## 8. FP8 A from registers, and the K-major rule (seed §14–15)
+
+{fp8_section}
+
+## 9. The CuTe bridge
 
 {glossary_md()}
 
