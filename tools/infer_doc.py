@@ -26,6 +26,32 @@ def _short(s: dict) -> str:
     return "; ".join(bits)
 
 
+def _fprev_pictures(S: int = 8) -> str:
+    """The pair probe's cells for S = 8 chunks under four orders, computed by refmodel (what each order
+    shows the probe): cell (i, j) = how many chunk sums were added after chunks i (+B) and j (-B) met."""
+    import warnings
+
+    import numpy as np
+
+    from refmodel.golden.schedule import Schedule
+    from refmodel.verify.infer import _fprev_probe_inputs
+
+    K = 64 * S
+    a, b = _fprev_probe_inputs(64, 64, K, "bf16", [(g * 64, (g + 1) * 64) for g in range(S)])
+    blocks = []
+    for r in ("sequential", "tree", "lanes4-strided-down", "lanes2-chunked-down"):
+        s = Schedule("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16", splits=S, split_align=64, reduce=r,
+                     out_dtype="bf16")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            d = np.asarray(s.run(a, b)).astype(np.float64)[:S, :S] / 2.0 ** -20
+        rows = [" ".join("  ." if i == j else f"{int(round(d[i, j])):3d}" for j in range(S)) for i in range(S)]
+        blocks.append([f"{r:<31}"] + [f"{x:<31}" for x in rows])
+    return "\n".join("  ".join(b[k] for b in blocks[:2]) + "\n" if k == len(blocks[0]) - 1 else
+                     "  ".join(b[k] for b in blocks[:2]) for k in range(len(blocks[0]))) + "\n" + \
+        "\n".join("  ".join(b[k] for b in blocks[2:]) for k in range(len(blocks[0])))
+
+
 def infer_page() -> str:
     import refmodel.verify.infer as I
 
@@ -77,6 +103,20 @@ split-K chunk or a float32 promotion), `-` where the chain runs on.
 ```text
 {chr(10).join(pics)}
 ```
+
+## What the reduction-order probe sees
+
+FPRev's pair probe (bf16): cell (i, j) has chunk i sum to +B, chunk j to -B and every other chunk to a
+tiny e; what survives is e times the number of chunks added after i and j met, so the S x S cells draw
+the reduction tree. Below, S = 8 under four orders of the space, computed by refmodel (the H200's answers
+for the recorded clients are in the verification digests, not drawn):
+
+```text
+{_fprev_pictures()}
+```
+
+In order, each chunk's row counts down; a pairwise tree shows its blocks; a lane shape interleaves
+(strided) or blocks (chunked) its threads before the shuffle tree.
 
 ## The clients, inferred on the H200
 
