@@ -5,11 +5,13 @@ The call's shape, dtypes and options come from the schedule's ``source`` (librar
 shape: a schedule says nothing about another shape, so the fuzzer never changes it).  Batch ``b`` draws
 one input family (``refmodel.verify.families.matrix``, the families in turn) from
 ``default_rng([seed, b])``, runs the library on the GPU and ``schedule.run`` on the host, and compares
-every output bit for bit (NaN payloads included).  The first mismatch is **shrunk** as for
-instructions: with the shape fixed, the inputs are cut to the one row of A and column of B that make
-the first differing output, then K positions are zeroed by halves while the library still disagrees
-with the schedule there (each try is one call of the library), and the smallest input is saved with
-both outputs to ``<out>/mismatch_batch<b>.npz``; the journal is the fuzzer's (``wgref merge`` adds up).
+every output bit for bit (NaN payloads included).  The first mismatch is **shrunk**: with the shape
+fixed, the inputs are cut to the one row of A and column of B that make the first differing output
+(one dot product), then the nonzero K positions are cut down by delta debugging while the library still
+disagrees with the schedule there (each try is one call of the library, 400 at most); the smallest
+input is saved with both outputs to ``<out>/mismatch_batch<b>.npz``.  A split-count error whose
+mismatches are rare rounding events shrinks to the one dot product but keeps most of its K terms (a
+random half of them seldom still rounds differently).  The journal is the fuzzer's (``wgref merge``).
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def _differs(schedule: Schedule, run: Callable, a, b, i: int, j: int) -> bool:
 def shrink_call(schedule: Schedule, run: Callable, a, b, i: int, j: int, *, sparse: bool = False,
                 max_calls: int = 200) -> tuple[np.ndarray, np.ndarray, int]:
     """The smallest inputs (same shape) on which the library's output (i, j) still differs from the
-    schedule's: only row i of A and column j of B kept, then K positions zeroed by halves (2:4 groups
-    of four for a sparse A).  Returns (a, b, library calls made)."""
+    schedule's: only row i of A and column j of B kept, then the nonzero K positions cut down by delta
+    debugging (keep one part, else drop one, else split finer; 2:4 groups of four for a sparse A).
+    Returns (a, b, library calls made)."""
     a = np.array(a)
     b = np.array(b)
     calls = 0
@@ -105,35 +108,38 @@ def shrink_call(schedule: Schedule, run: Callable, a, b, i: int, j: int, *, spar
         return a, b, calls
     unit = 4 if sparse else 1
     live = [k for k in range(0, a.shape[1], unit) if np.any(a[i, k:k + unit] != 0) and np.any(b[k:k + unit, j] != 0)]
-    chunk = max(1, len(live) // 2)
-    while chunk >= 1 and calls < max_calls and live:
-        progress = False
-        for s in range(0, len(live), chunk):
-            drop = live[s:s + chunk]
-            if not drop or len(drop) == len(live):
-                continue
-            a2, b2 = a.copy(), b.copy()
-            for k in drop:
-                a2[i, k:k + unit] = 0
-                b2[k:k + unit, j] = 0
-            calls += 1
-            if _differs(schedule, run, a2, b2, i, j):
-                a, b = a2, b2
-                live = [k for k in live if k not in drop]
-                progress = True
-                break
+
+    def only(keep: list):
+        a2, b2 = np.zeros_like(a), np.zeros_like(b)
+        for k in keep:
+            a2[i, k:k + unit] = a[i, k:k + unit]
+            b2[k:k + unit, j] = b[k:k + unit, j]
+        return a2, b2
+    parts = 2                                  # ddmin: keep one part, else drop one part, else split finer
+    while len(live) > 1 and calls < max_calls:
+        size = -(-len(live) // parts)
+        chunks = [live[s:s + size] for s in range(0, len(live), size)]
+        done = False
+        for keep in chunks + ([[k for k in live if k not in set(c)] for c in chunks] if parts > 2 else []):
             if calls >= max_calls:
                 break
-        if not progress:
-            if chunk == 1:
+            a2, b2 = only(keep)
+            calls += 1
+            if _differs(schedule, run, a2, b2, i, j):
+                a, b, live = a2, b2, keep
+                parts = 2 if len(keep) <= size else max(parts - 1, 2)
+                done = True
                 break
-            chunk = max(1, chunk // 2)
+        if not done:
+            if parts >= len(live):
+                break
+            parts = min(len(live), 2 * parts)
     return a, b, calls
 
 
 def fuzz_schedule(schedule: Schedule | str | Path, *, cases: int, seed: int = 0, seconds: Optional[float] = None,
                   out: str | Path = "wgref-fuzz", run: Optional[Callable] = None, sparse: Optional[bool] = None,
-                  progress: bool = False, shrink_calls: int = 200) -> ScheduleFuzzReport:
+                  progress: bool = False, shrink_calls: int = 400) -> ScheduleFuzzReport:
     """Run ``cases`` calls of the schedule's library call and diff each with ``schedule.run`` (module doc).
     ``run(a, b)`` defaults to the library on the GPU (:func:`gpu.libraries.gemm_targets.make_target`)."""
     from refmodel.verify.journal import append_record, open_journal
