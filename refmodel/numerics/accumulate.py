@@ -25,7 +25,8 @@ d = 1.0 exactly although 1 + 2**-14 is representable in f32.
 
 Every tunable number lives in :data:`BINDING` (one row per family and accumulator):
 a hardware finding is a one-line change there.  :func:`fdpa` is the readable float64
-formula; :func:`fdpa_chain` is the numba kernel the public API runs; the tests hold
+formula; :func:`fdpa_chain` runs the numba kernels the public API uses (the fast one of
+:mod:`refmodel.numerics.fdpa_fast`, or the integer one here); the tests hold all of
 them bit-identical.
 """
 
@@ -250,7 +251,8 @@ class Decoded:
     signed integer significand ``sig`` (value = sig * 2**(exp - mbits)), ``exp`` (-BIG
     for zero and special values), ``cls`` (CLS_*), and per block of ``kblk`` along K
     (shape (P, K/kblk, Q)) whether any element is zero (``any_zero``) or NaN/Inf
-    (``any_special``)."""
+    (``any_special``).  ``spec``: the operand's format, when known (lets the fast kernel
+    hold values in float32)."""
 
     sig: np.ndarray
     exp: np.ndarray
@@ -258,6 +260,7 @@ class Decoded:
     mbits: int
     any_zero: np.ndarray
     any_special: np.ndarray
+    spec: Optional[FormatSpec] = None
 
 
 def decode_table(spec: FormatSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -297,23 +300,43 @@ _TABLES: dict = {}
 def _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
     P, K, Q = codes.shape
     nblk = K // kblk
+    c2 = codes.reshape(P, K * Q)  # a block of one row of P is contiguous: kblk * Q elements
+    s2 = sig.reshape(P, K * Q)
+    e2 = exp.reshape(P, K * Q)
+    k2 = cls.reshape(P, K * Q)
+    n = kblk * Q
     for pb in numba.prange(P * nblk):
         pi = pb // nblk
         blk = pb % nblk
-        for q in range(Q):
-            anyz[pi, blk, q] = False
-            anys[pi, blk, q] = False
-        for k in range(blk * kblk, (blk + 1) * kblk):
+        lo = blk * n
+        cs = c2[pi, lo:lo + n]  # slices: loops from 0 carry no negative-index checks
+        ss = s2[pi, lo:lo + n]
+        es = e2[pi, lo:lo + n]
+        ks = k2[pi, lo:lo + n]
+        for i in range(n):
+            cd = cs[i]
+            ss[i] = tsig[cd]
+            es[i] = texp[cd]
+            ks[i] = tcls[cd]
+        az = anyz[pi, blk]
+        asp = anys[pi, blk]
+        if Q == 1:
+            z = False
+            sp = False
+            for i in range(n):
+                z |= ks[i] == 1
+                sp |= ks[i] >= 2
+            az[0] = z
+            asp[0] = sp
+        else:
             for q in range(Q):
-                cd = codes[pi, k, q]
-                sig[pi, k, q] = tsig[cd]
-                exp[pi, k, q] = texp[cd]
-                c = tcls[cd]
-                cls[pi, k, q] = c
-                if c == 1:
-                    anyz[pi, blk, q] = True
-                elif c >= 2:
-                    anys[pi, blk, q] = True
+                az[q] = False
+                asp[q] = False
+            for k in range(kblk):
+                row = ks[k * Q:(k + 1) * Q]
+                for q in range(Q):
+                    az[q] |= row[q] == 1
+                    asp[q] |= row[q] >= 2
 
 
 def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded:
@@ -332,7 +355,7 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     anyz = np.empty((P, K // kblk, Q), np.bool_)
     anys = np.empty((P, K // kblk, Q), np.bool_)
     _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys)
-    return Decoded(sig, exp, cls, spec.mbits, anyz, anys)
+    return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 
 # ----------------------------------------------------------------------------- float32 promotion
@@ -664,11 +687,15 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
                     accf[r, j] = promote_one(accf[r, j], part, sa_r, scale_cols[st, j], op)
 
 
+#: the kernels :func:`fdpa_chain` can run (bit-identical; "int" is the previous one)
+CHAIN_KERNELS = ("fast", "int")
+
+
 def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kblk: int,
                rows_per_b: int, blk0: int = 0, nblk: Optional[int] = None,
                promote_nblk: int = 0, scale_rows: Optional[np.ndarray] = None,
                scale_cols: Optional[np.ndarray] = None, promote_op: str = "fma",
-               acc_f32: Optional[np.ndarray] = None) -> np.ndarray:
+               acc_f32: Optional[np.ndarray] = None, kernel: str = "fast") -> np.ndarray:
     """Run ``nblk`` chained fused dot products (blocks of ``kblk`` along K from block
     ``blk0``): D = fdpa(A_blk, B_blk, C) with each D the next C.
 
@@ -679,7 +706,12 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     from C = +0 and ends with ``acc_f32 += scale_rows[stage, :, None] *
     scale_cols[stage, None, :] * D`` (in place, rounding per ``promote_op``, see
     :func:`promote_one`); ``nblk`` must then be a multiple of ``promote_nblk``.
+
+    ``kernel``: ``"fast"`` (exact float arithmetic that vectorises, see
+    :mod:`refmodel.numerics.fdpa_fast`) or ``"int"`` (the integer kernel); bit-identical.
     """
+    if kernel not in CHAIN_KERNELS:
+        raise InputError(f"kernel must be one of {', '.join(CHAIN_KERNELS)}, got {_describe(kernel)}")
     R, K, _ = A.sig.shape
     N = B.sig.shape[2]
     if nblk is None:
@@ -688,8 +720,6 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     if A.mbits + B.mbits + 2 + max(L, 0) > 31:  # |term| < 2**(mp + 2 + L) must fit int32
         raise InputError(f"F = {p.F} with {A.mbits}+{B.mbits} mantissa bits does not fit "
                          f"the 32-bit term kernel")
-    wide = p.F + 2 + int(np.ceil(np.log2(kblk + 1))) > 30
-    scratch = np.empty((R, N), dtype=np.int64 if wide else np.int32)
     out = np.empty((R, N), dtype=np.uint32)
     cb = np.ascontiguousarray(c_bits, dtype=np.uint32)
     spec = p.acc_spec
@@ -712,6 +742,14 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     op = PROMOTE_OPS.index(promote_op) if promote_op in PROMOTE_OPS else -1
     if op < 0:
         raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(promote_op)}")
+    if kernel == "fast":
+        from .fdpa_fast import run_chain
+
+        run_chain(A, B, rows_per_b, kblk, blk0, nblk, cb, out, p, stage_nblk, scale_rows,
+                  scale_cols, op, accf)
+        return out
+    wide = p.F + 2 + int(np.ceil(np.log2(kblk + 1))) > 30
+    scratch = np.empty((R, N), dtype=np.int64 if wide else np.int32)
     _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
                   B.sig, B.exp, B.cls, B.any_zero, B.any_special,
                   np.ascontiguousarray(B.any_special.any(axis=2)),
