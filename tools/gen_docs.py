@@ -24,6 +24,7 @@ from pipeline_doc import pipeline_page  # noqa: E402
 from sparse_doc import sparse_page  # noqa: E402
 from architecture_doc import architecture_page  # noqa: E402
 from infer_doc import infer_page  # noqa: E402
+from perf_doc import performance_page  # noqa: E402
 
 
 def bit_layout(spec) -> str:
@@ -737,7 +738,7 @@ def triton_page() -> str:
 PAGES = {"docs/fp8.md": fp8_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
          "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/libraries.md": libraries_page, "docs/pipeline.md": pipeline_page,
          "docs/sparse.md": sparse_page, "docs/architecture.md": architecture_page,
-         "docs/infer.md": infer_page}
+         "docs/infer.md": infer_page, "docs/performance.md": performance_page}
 
 
 def main(argv=None) -> int:
