@@ -26,6 +26,25 @@ def _short(s: dict) -> str:
     return "; ".join(bits)
 
 
+def _structure_picture() -> str:
+    """The structure probe on one recorded client: the observed breaks against the breaks that a few
+    candidates of the space predict (refmodel.verify.infer.predicted_breaks)."""
+    from refmodel.golden.schedule import Schedule
+    from refmodel.verify.infer import predicted_breaks
+
+    d = json.loads((ROOT / "bench" / "results" / "schedules_h200" / "cublas_bf16_64x64x8192.json").read_text())
+    K, obs = d["K"], frozenset(d["breaks"])
+    found = Schedule.from_dict(d["schedule"])
+    lines = [f"{'observed (H200)':<34} " + _picture(sorted(obs), K)]
+    for S, a in ((found.splits - 1, found.split_align), (found.splits, found.split_align),
+                 (found.splits, 4 * found.split_align), (found.splits + 1, found.split_align)):
+        c = found.replace(splits=S, split_align=a, source={})
+        pb = predicted_breaks(c, K, 16)
+        mark = "fits" if pb == obs else "ruled out"
+        lines.append(f"{f'S = {S}, align {a}: {mark}':<34} " + _picture(sorted(pb), K))
+    return "\n".join(lines)
+
+
 def _fprev_pictures(S: int = 8) -> str:
     """The pair probe's cells for S = 8 chunks under four orders, computed by refmodel (what each order
     shows the probe): cell (i, j) = how many chunk sums were added after chunks i (+B) and j (-B) met."""
@@ -102,6 +121,15 @@ split-K chunk or a float32 promotion), `-` where the chain runs on.
 
 ```text
 {chr(10).join(pics)}
+```
+
+## What the structure probe sees
+
+The candidates whose predicted breaks are exactly the observed ones survive; for cuBLAS bf16 64x64x8192
+(kernel `..._splitK_...`), the observed line against four candidates of the space:
+
+```text
+{_structure_picture()}
 ```
 
 ## What the reduction-order probe sees
