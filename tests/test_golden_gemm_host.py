@@ -211,6 +211,12 @@ def test_unsupported_schedules_are_refused_in_one_sentence():
         with pytest.raises(InputError) as e:
             plan(s, 64, 64, 64)
         assert "\n" not in str(e.value) and len(str(e.value)) < 200
+    f16 = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
+    # schedule fields the kernels do not model are refused, never ignored (XLA's lane-shaped reduce, canonical NaNs)
+    with pytest.raises(InputError, match="not lanes32-strided-down"):
+        plan(Schedule(f16, splits=4, reduce="lanes32-strided-down"), 64, 64, 64)
+    with pytest.raises(InputError, match="out_nan='canonical' is not modelled"):
+        host_golden_gemm(a, a, schedule=Schedule(f16, out_dtype="bf16", out_nan="canonical"))
     with pytest.raises(InputError, match="no scales"):
         host_golden_gemm(a, a, dtype="f16", scale_a=np.float32(2))
     with pytest.raises(InputError, match="finite"):

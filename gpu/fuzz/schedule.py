@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -30,24 +30,14 @@ from refmodel.fileio import save_npz
 from refmodel.golden.schedule import Schedule, load_schedule
 from refmodel.validate import dumps_strict
 
-from gpu.fuzz.cpu_engine import RatedReport
+from gpu.fuzz.library import LibraryFuzzReport
 
 
 @dataclass
-class ScheduleFuzzReport(RatedReport):
-    """What a schedule campaign did (``rate``: outputs compared per second)."""
+class ScheduleFuzzReport(LibraryFuzzReport):
+    """A library campaign's report (``rate``: outputs compared per second) and the schedule it checked."""
 
-    target: str
-    seed: int
     schedule: str = ""
-    batches: int = 0
-    calls: int = 0
-    outputs: int = 0
-    mismatches: int = 0
-    skipped: int = 0
-    seconds: float = 0.0
-    first: Optional[dict] = None
-    repro: Optional[str] = None
 
 
 def call_of(schedule: Schedule) -> dict:
