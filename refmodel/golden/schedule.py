@@ -53,6 +53,14 @@ OUT_NANS = (None, "canonical")
 _CANONICAL_NAN = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00}
 
 
+def canonical_nans(out: np.ndarray, dtype: str) -> np.ndarray:
+    """A copy of ``out`` (f32, bf16 or f16) with every NaN the type's canonical quiet NaN (``out_nan``)."""
+    out = np.array(out)
+    bits = out.view({"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}[dtype])
+    bits[np.isnan(out.astype(np.float32))] = _CANONICAL_NAN[dtype]
+    return out
+
+
 def lane_order(threads: int, assign: str, tree: str) -> str:
     """The ``reduce`` name of a GPU reduction shape: ``lanes{threads}-{assign}-{tree}``."""
     return f"lanes{threads}-{assign}-{tree}"
@@ -277,12 +285,7 @@ class Schedule:
             acc = parts[0]
         acc = self._epilogue(acc, None if self.block_scales else scale_a, None if self.block_scales else scale_b)
         out = _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
-        if self.out_nan == "canonical":
-            out = np.array(out)
-            name = self.out_dtype or "f32"
-            bits = out.view({"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}[name])
-            bits[np.isnan(out.astype(np.float32))] = _CANONICAL_NAN[name]
-        return out
+        return canonical_nans(out, self.out_dtype or "f32") if self.out_nan == "canonical" else out
 
     def expected(self, a, b_nk, scale_a=None, scale_b=None) -> np.ndarray:
         """:meth:`run` for operands as a kernel stores them: ``a`` (M, K) and ``b_nk`` (N, K), K-major,

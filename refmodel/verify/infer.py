@@ -46,7 +46,7 @@ import numpy as np
 from ..dtypes import bits_of
 from ..errors import InputError
 from ..golden.cublas import split_bounds
-from ..golden.schedule import Schedule, reduce_orders
+from ..golden.schedule import Schedule, canonical_nans, reduce_orders
 from ..validate import _describe
 
 _DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
@@ -334,11 +334,7 @@ def _fprev_probe_inputs(M: int, N: int, K: int, dtype: str, groups: list, out_dt
 def _misses_of(s: Schedule, got: np.ndarray, d) -> int:
     """Mismatches of ``s``'s output, given its run with ``out_nan=None`` (``got``), against ``d``."""
     if s.out_nan == "canonical":
-        from ..golden.schedule import _CANONICAL_NAN
-
-        got = np.array(got)
-        bits = bits_of(got)
-        bits[np.isnan(got.astype(np.float32))] = _CANONICAL_NAN[s.out_dtype or "f32"]
+        got = canonical_nans(got, s.out_dtype or "f32")
     return int(np.count_nonzero(bits_of(got) != bits_of(np.asarray(d))))
 
 
