@@ -114,9 +114,9 @@ def run_client(c, outputs: int, log=print, raw_calls: int = 0) -> tuple[dict, di
             meta["wrong_candidate"] = {"schedule": wrong.to_dict(), "outputs": n, "mismatches": bad}
             log(f"  {name}: wrong candidate (S = {wrong.splits}): {bad} of {n} outputs differ")
     if raw_calls:
-        meta["raw"] = {"calls": len(t.digests) + 0, "verification_seed": [0, 2], "hlo": t.info.get("hlo")}
         arrays = {**arrays, **{f"raw.{k}": v for k, v in raw_arrays(t, c, raw_calls).items()}}
-        meta["raw"]["calls"] = int(arrays["raw.outputs"].shape[0])
+        meta["raw"] = {"calls": int(arrays["raw.outputs"].shape[0]), "verification_seed": [0, 2],
+                       "hlo": t.info.get("hlo")}
     meta["seconds"] = time.time() - t0
     log(f"{name}: {rep.status}: {rep.paragraph()[:400]}")
     return meta, arrays

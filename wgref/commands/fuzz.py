@@ -177,9 +177,9 @@ def _check_fuzz(args) -> dict:
                      engine="gpu" if kind == "wgmma-gpu" else "cpu", names=_FLAG_NAMES)
     plan = {"target": target, "kind": kind, "secs": _seconds(args.time), "families": None,
             "shard": parse_shard(args.shard) if args.shard is not None else (0, 1)}
-    if getattr(args, "schedule", None) is not None and kind != "lib":
+    if args.schedule is not None and kind != "lib":
         raise UsageError("--schedule applies to lib: targets (a library call against a stored schedule)")
-    if kind == "lib" and getattr(args, "schedule", None) is not None:
+    if kind == "lib" and args.schedule is not None:
         from gpu.fuzz.schedule import call_of
         from refmodel.golden.schedule import load_schedule
 
