@@ -118,6 +118,54 @@ def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_
     assert sum(r["outputs"] for r in recs) == rep.outputs
 
 
+@pytest.mark.gpu
+def test_device_campaign_on_rs_operands_and_chains_up_to_128(tmp_path):
+    from gpu.fuzz.gpu_engine import fuzz_device
+
+    target = "n256k32.f32.e4m3.e4m3,n64k16.f16.f16.f16,n24k32.s32.s8.u8,n32k8.f32.tf32"
+    drawn = fuzz_device(target, cases=4000, batch_tiles=256, seed=6, out=tmp_path / "drawn")
+    assert drawn.mismatches == 0 and drawn.port_disagreements == 0, drawn.first
+    assert len(drawn.chains) >= 3 and drawn.instr_outputs > drawn.outputs
+    for rs, chain in ((True, 1), (True, 128), (False, 128), (False, 37)):
+        rep = fuzz_device(target, cases=300, batch_tiles=512, seed=7, out=tmp_path / f"{rs}{chain}", rs=rs, chain=chain)
+        assert rep.outputs > 0 and rep.mismatches == 0 and rep.port_disagreements == 0, (rs, chain, rep.first)
+        assert list(rep.chains) == [str(chain)]
+    planted = fuzz_device("n64k16.f32.bf16.bf16", cases=400, batch_tiles=256, seed=8, out=tmp_path / "plant",
+                          plant=2, rs=True, chain=16)
+    assert planted.mismatches == 1 and planted.port_disagreements == 0 and planted.first["batch"] == 2
+    assert planted.first["chain"] == 16 and planted.first["rs"] is True
+
+
+def test_job_tables_build_the_images_the_host_launcher_builds():
+    """The GPU engine's gathers (gpu.kernels.form_runner.hardware_inputs, run here with numpy) give the
+    shared-memory images, RS A registers and C registers of gpu.kernels.wgmma.prepare_launch (the
+    launcher every recorded dense fixture went through) for SS/RS and chains."""
+    from gpu.kernels.form_runner import hardware_inputs, job_tables
+    from gpu.kernels.wgmma import prepare_launch
+
+    checked = 0
+    for i, f in enumerate(WGMMA_FORMS[::5]):
+        for rs, chain in ((False, 1), (True, 1), (False, 3), (True, 2)):
+            x = generate_host(f, 3, i, 2, chain=chain)
+            la = prepare_launch(f, *typed(f, x), chain=chain, rs=rs)
+            img, afrag, cin = hardware_inputs(np, job_tables(f, rs, chain), x)
+            assert np.array_equal(img.view(np.uint8).reshape(la.img.shape), la.img), (f.instr, rs, chain)
+            assert np.array_equal(cin.reshape(la.cin.shape), la.cin), (f.instr, rs, chain)
+            if rs:
+                assert np.array_equal(afrag.reshape(la.afrag.shape), la.afrag), (f.instr, rs, chain)
+            checked += 1
+    assert checked == 4 * len(WGMMA_FORMS[::5])
+
+
+def test_chains_longer_than_the_generator_keys_are_refused():
+    from gpu.kernels.generator import _shapes
+
+    f = next(f for f in WGMMA_FORMS if f.instr.endswith("m64n8k32.f32.e4m3.e4m3"))
+    assert _shapes(f, 128)[0][3] == 4096
+    with pytest.raises(ValueError, match="at most 4096"):
+        _shapes(f, 129)
+
+
 @needs_cxx
 def test_the_numpy_generator_is_the_c_generator_for_every_operand_format():
     from refmodel.verify.seeded import generate

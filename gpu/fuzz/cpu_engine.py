@@ -68,7 +68,7 @@ def select_forms(target: str) -> list[WgmmaForm]:
 
 MAX_CASES = 10**12                   # tiles (calls, conversions / 1024) of one campaign
 MAX_SEED = 2**63 - 1
-MAX_CHAIN = 64                       # instructions per K chain
+MAX_CHAIN = 128                      # instructions per K chain
 MAX_BATCH_TILES = {"cpu": 4096, "gpu": 65536}   # tiles per batch (gpu: n256-equivalent tiles)
 
 

@@ -1,6 +1,7 @@
 """A fuzz campaign that stays on the GPU: inputs, hardware, model and comparison.
 
-Per batch of T tiles of one dense wgmma form (drawn from ``(seed, batch)``):
+Per batch of T tiles of one dense wgmma job (form, SS or RS, a chain of 1..128 wgmmas along K,
+scale-d, imm scales; drawn from ``(seed, batch)``):
 
 1. **inputs on the GPU** — :data:`GEN_SOURCE`'s ``wgref_gen`` writes every element's bits from a
    counter-based hash of ``(seed, batch, operand, tile, row, col)``, in one of the input families
@@ -31,6 +32,7 @@ from typing import Optional
 
 import numpy as np
 
+from refmodel.errors import InputError
 from refmodel.fileio import atomic_write_text, save_npz
 from refmodel.verify.seeded import FAMILIES, tile_families
 from refmodel.wgmma_forms import WgmmaForm
@@ -54,42 +56,65 @@ class DeviceFuzzReport(RatedReport):
     compile_seconds: float = 0.0
     first: Optional[dict] = None
     forms: dict = field(default_factory=dict)
+    instr_outputs: int = 0           # outputs times chain length: what the wgmmas of the batches wrote
+    chains: dict = field(default_factory=dict)   # chain length -> [outputs, instr_outputs, seconds]
 
 
-def _draw(seed: int, batch: int, forms: list[WgmmaForm]):
+CHAINS = (1, 1, 1, 2, 4, 8, 16, 32, 64, 128)   # chain lengths a campaign draws when --chain is not given
+
+
+def _draw(seed: int, batch: int, forms: list[WgmmaForm], rs: Optional[bool] = False, chain: Optional[int] = 1):
+    """(form, scale_d, imm scales, rs, chain) of batch ``batch``; ``rs``/``chain`` None: drawn too
+    (RS half the time, the chain from :data:`CHAINS`)."""
     rng = np.random.default_rng([seed, batch, 77])
     f = forms[int(rng.integers(len(forms)))]
     imm = (int(rng.choice([1, -1])), int(rng.choice([1, -1]))) if f.has_imm_scale else (1, 1)
-    return f, bool(rng.integers(4) != 0), imm
+    scale_d = bool(rng.integers(4) != 0)
+    if rs is None or chain is None:
+        r2 = np.random.default_rng([seed, batch, 78])
+        rs = bool(r2.integers(2)) if rs is None else rs
+        chain = int(r2.choice(CHAINS)) if chain is None else chain
+    return f, scale_d, imm, bool(rs), int(chain)
 
 
-def tiles_for(form: WgmmaForm, batch_tiles: int) -> int:
-    """Tiles of a batch: ``batch_tiles`` counts n256 tiles, so every batch has about the same
-    number of outputs whatever the form's N (narrow forms get more tiles, at most 8 times as many)."""
-    return max(1, batch_tiles * 256 // max(form.n, 32))
+def tiles_for(form: WgmmaForm, batch_tiles: int, chain: int = 1) -> int:
+    """Tiles of a batch: ``batch_tiles`` counts n256 single-instruction tiles, so every batch has
+    about the same number of instruction outputs whatever the form's N (narrow forms get more tiles,
+    at most 8 times as many) and chain length (a chain of L gets 1/L of the tiles)."""
+    return max(1, batch_tiles * 256 // max(form.n, 32) // max(int(chain), 1))
 
 
-def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16) -> float:
-    """Build the runner (NVRTC kernels, index tables) of every form and imm-scale pair the campaign
-    can draw, in parallel threads; returns the seconds it took (kept out of the outputs/s)."""
+def _runner_key(form: WgmmaForm, imm, rs: bool = False, chain: int = 1) -> tuple:
+    return (form.instr, tuple(imm), bool(rs), int(chain))
+
+
+def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16, jobs: Optional[list] = None) -> float:
+    """Build the runner (NVRTC kernels, index tables) of every job the campaign can draw (``jobs``:
+    (form, imm, rs, chain) tuples; default every form and imm-scale pair, SS, chain 1), in parallel
+    threads; returns the seconds it took (kept out of the outputs/s)."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.time()
-    keys = [(f, imm) for f in forms for imm in ([(1, 1), (1, -1), (-1, 1), (-1, -1)] if f.has_imm_scale else [(1, 1)])]
-    todo = [k for k in keys if (k[0].instr, k[1]) not in runners]
+    if jobs is None:
+        jobs = [(f, imm, False, 1) for f in forms
+                for imm in ([(1, 1), (1, -1), (-1, 1), (-1, -1)] if f.has_imm_scale else [(1, 1)])]
+    todo = list({_runner_key(*j): j for j in jobs if _runner_key(*j) not in runners}.values())
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for (f, imm), r in zip(todo, pool.map(lambda k: FormRunner(k[0], *k[1]), todo)):
-            runners[(f.instr, imm)] = r
+        for j, r in zip(todo, pool.map(lambda j: FormRunner(j[0], *j[1], rs=j[2], chain=j[3]), todo)):
+            runners[_runner_key(*j)] = r
     return time.time() - t0
 
 
-def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: bool, imm) -> np.ndarray:
-    """refmodel's D for the copied-back tiles vs the hardware: a boolean (T, 64*N) of real mismatches."""
+def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: bool, imm, chain: int = 1) -> np.ndarray:
+    """refmodel's D for the copied-back tiles vs the hardware: a boolean (T, 64*N) of real mismatches
+    (a chain: one refmodel wgmma per K step, :func:`refmodel.verify.jobs.model_chain`)."""
     from refmodel.dtypes import bits_of
     from refmodel.numerics.wgmma import wgmma
+    from refmodel.verify.jobs import Job, model_chain
 
     a, b, c = typed(form, bits)
-    want = wgmma(form.instr, a, b, c, scale_d=scale_d, imm_scale_a=imm[0], imm_scale_b=imm[1])
+    job = Job(form.instr, rs=False, scale_d=scale_d, imm_scale_a=imm[0], imm_scale_b=imm[1], chain=int(chain))
+    want = model_chain(wgmma, job, a, b, c)
     w = bits_of(want).reshape(a.shape[0], -1).astype(np.uint32)
     return w != d_hw_bits.astype(np.uint32)
 
@@ -97,9 +122,11 @@ def cpu_recheck(form: WgmmaForm, bits: dict, d_hw_bits: np.ndarray, scale_d: boo
 def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10**12, seed: int = 0,
                 batch_tiles: int = 8192, out: str | Path = "wgref-fuzz", shard: tuple[int, int] = (0, 1),
                 plant: Optional[int] = None, progress: bool = False, resume: bool = False,
-                fault_at: Optional[int] = None) -> DeviceFuzzReport:
+                fault_at: Optional[int] = None, rs: Optional[bool] = None,
+                chain: Optional[int] = None) -> DeviceFuzzReport:
     """Fuzz the dense wgmma forms of ``target`` (gpu.fuzz.cpu_engine.select_forms: ``e4m3``, ``bf16``, ``all``,
-    an instruction, ...) with everything on the GPU; see the module doc.
+    an instruction, ...) with everything on the GPU; see the module doc.  ``rs`` (A from registers)
+    and ``chain`` (wgmmas per K chain, 1..128) are drawn per batch when None.
 
     ``plant=b``: flip one bit of one hardware output in batch ``b`` (a self-test: the campaign must
     report exactly that output).  ``fault_at=b``: launch an illegal-address kernel before batch
@@ -113,11 +140,13 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
 
     forms = select_forms(target)
     si, sn = check_shard(shard)
-    check_campaign(cases=cases, seed=seed, seconds=seconds, batch_tiles=batch_tiles, engine="gpu")
+    check_campaign(cases=cases, seed=seed, seconds=seconds, batch_tiles=batch_tiles, chain=chain, engine="gpu")
+    if rs is not None and not isinstance(rs, bool):
+        raise InputError(f"rs must be True, False or None (drawn per batch), got {rs!r:.40}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / "journal.jsonl"
-    header = {"target": target, "seed": seed, "engine": "gpu", "batch_tiles": batch_tiles}
+    header = {"target": target, "seed": seed, "engine": "gpu", "batch_tiles": batch_tiles, "rs": rs, "chain": chain}
     if sn > 1:
         header["shard"] = [int(si), int(sn)]
     rep = DeviceFuzzReport(target, seed)
@@ -127,8 +156,13 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
         for k in ("tiles", "outputs", "mismatches", "seconds"):
             setattr(rep, k, getattr(rep, k) + rec[k])
         rep.port_disagreements += rec.get("port_disagreements", 0)
+        rep.instr_outputs += rec.get("instr_outputs", rec["outputs"])
     runners: dict = {}
-    rep.compile_seconds = precompile(forms, runners)
+    if rs is False and chain == 1:
+        rep.compile_seconds = precompile(forms, runners)
+    else:   # only the jobs the first batches draw; later ones compile when first drawn (timed apart)
+        first = [_draw(seed, bb, forms, rs, chain) for bb in range(b, b + 64 * sn, sn)]
+        rep.compile_seconds = precompile(forms, runners, jobs=[(f, imm, r_, L) for f, _, imm, r_, L in first])
     t_start = time.time()
     while rep.tiles < cases and (seconds is None or time.time() - t_start < seconds):
         if fault_at is not None and b == fault_at and not (out / "fault-injected").exists():
@@ -140,13 +174,15 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
             except Exception as e:  # the context is dead: exit now, without unloading ~900 modules noisily
                 print(f"injected fault before batch {b}: {type(e).__name__}: {e}", flush=True)
                 os._exit(70)
-        t0 = time.time()
-        form, scale_d, imm = _draw(seed, b, forms)
-        key = (form.instr, imm)
+        form, scale_d, imm, job_rs, L = _draw(seed, b, forms, rs, chain)
+        key = _runner_key(form, imm, job_rs, L)
         if key not in runners:
-            runners[key] = FormRunner(form, *imm)
+            tc = time.time()
+            runners[key] = FormRunner(form, *imm, rs=job_rs, chain=L)
+            rep.compile_seconds += time.time() - tc
+        t0 = time.time()
         run = runners[key]
-        T = int(min(tiles_for(form, batch_tiles), cases - rep.tiles))
+        T = int(min(tiles_for(form, batch_tiles, L), cases - rep.tiles))
         fams = cp.asarray(tile_families(seed, b, T))
         x = run.generate(seed, b, fams)
         d_hw = run.hardware(x, scale_d)
@@ -161,7 +197,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
             bits = {k: cp.asnumpy(v[bad_tiles]) for k, v in x.items()}
             hw_bits = cp.asnumpy(d_hw[bad_tiles])
             port_bits = cp.asnumpy(d_model[bad_tiles])
-            real = cpu_recheck(form, bits, hw_bits, scale_d, imm)
+            real = cpu_recheck(form, bits, hw_bits, scale_d, imm, L)
             n_bad = int(real.sum())
             n_port = int(((port_bits != hw_bits.astype(np.uint32)) != real).sum())
             rep.tiles_copied_back += int(idx.size)
@@ -169,16 +205,19 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
                 t, col = np.argwhere(real | ((port_bits != hw_bits.astype(np.uint32)) != real))[0]
                 rep.first = {"batch": b, "instr": form.instr, "tile": int(idx[t]), "row": int(col) // form.n,
                              "col": int(col) % form.n, "family": FAMILIES[int(tile_families(seed, b, T)[idx[t]])],
-                             "scale_d": scale_d, "imm_scale": list(imm), "hw": int(hw_bits[t, col]),
+                             "scale_d": scale_d, "imm_scale": list(imm), "rs": job_rs, "chain": L,
+                             "hw": int(hw_bits[t, col]),
                              "gpu_model": int(port_bits[t, col]), "real_mismatch": bool(real[t, col])}
                 save_npz(out / f"mismatch_batch{b}.npz", tiles=idx, hw=hw_bits, gpu_model=port_bits,
                          **bits, meta=np.array(json.dumps({"instr": form.instr, "scale_d": scale_d,
-                                                           "imm": list(imm), "seed": seed, "batch": b})))
+                                                           "imm": list(imm), "rs": job_rs, "chain": L,
+                                                           "seed": seed, "batch": b})))
         cp.cuda.runtime.deviceSynchronize()
         dt = time.time() - t0
         outputs = T * 64 * form.n
-        rec = {"batch": b, "job": f"{form.instr}|sd={int(scale_d)}|imm={imm[0]},{imm[1]}", "tiles": T,
-               "outputs": outputs, "mismatches": n_bad, "port_disagreements": n_port,
+        rec = {"batch": b, "job": f"{form.instr}|{'rs' if job_rs else 'ss'}|sd={int(scale_d)}|imm={imm[0]},{imm[1]}"
+                                  f"|chain={L}", "tiles": T,
+               "outputs": outputs, "instr_outputs": outputs * L, "mismatches": n_bad, "port_disagreements": n_port,
                "tiles_copied_back": int(bad_tiles.size), "seconds": round(dt, 5)}
         append_record(journal, rec)
         rep.batches += 1
@@ -187,11 +226,16 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
         rep.mismatches += n_bad
         rep.port_disagreements += n_port
         rep.seconds += dt
+        rep.instr_outputs += outputs * L
+        ch = rep.chains.setdefault(str(L), [0, 0, 0.0])
+        ch[0] += outputs
+        ch[1] += outputs * L
+        ch[2] = round(ch[2] + dt, 5)
         f = rep.forms.setdefault(form.instr, [0, 0])
         f[0] += outputs
         f[1] += n_bad
         if progress:
-            print(f"batch {b}: {form.instr} {outputs} outputs {n_bad} mismatches; "
+            print(f"batch {b}: {form.instr} {'rs' if job_rs else 'ss'} chain {L}: {outputs} outputs {n_bad} mismatches; "
                   f"{rep.rate / 1e9:.2f} G outputs/s", flush=True)
         b += sn
     return rep

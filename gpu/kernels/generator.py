@@ -122,18 +122,24 @@ def _host_library() -> ctypes.CDLL:
     return _HOST
 
 
-def _shapes(form: WgmmaForm):
-    return (("a", form.dtype_a, 64, form.k, 1), ("b", form.dtype_b, form.k, form.n, 0),
+MAX_GEN_K = 4096   # the hash keys rows and columns on 12 bits: K of a whole chain is at most 4096
+
+
+def _shapes(form: WgmmaForm, chain: int = 1):
+    k = form.k * chain
+    if k > MAX_GEN_K:
+        raise ValueError(f"a generated chain has at most {MAX_GEN_K} K elements, got {chain} x {form.k}")
+    return (("a", form.dtype_a, 64, k, 1), ("b", form.dtype_b, k, form.n, 0),
             ("c", form.dtype_d, 64, form.n, -1))
 
 
-def generate_host(form: WgmmaForm, seed: int, batch: int, tiles: int) -> dict[str, np.ndarray]:
-    """The batch's A (T, 64, K), B (T, K, N), C (T, 64, N) element bits (uint32), built on the
-    host from the very source the GPU runs (:data:`GEN_SOURCE`)."""
+def generate_host(form: WgmmaForm, seed: int, batch: int, tiles: int, chain: int = 1) -> dict[str, np.ndarray]:
+    """The batch's A (T, 64, chain*K), B (T, chain*K, N), C (T, 64, N) element bits (uint32), built
+    on the host from the very source the GPU runs (:data:`GEN_SOURCE`)."""
     lib = _host_library()
     fams = tile_families(seed, batch, tiles)
     out = {}
-    for i, (name, dt, rows, cols, kdim) in enumerate(_shapes(form)):
+    for i, (name, dt, rows, cols, kdim) in enumerate(_shapes(form, chain)):
         e, m, w, ik = FORMATS[dt]
         x = np.empty((tiles, rows, cols), np.uint32)
         lib.wgref_gen_host(x.ctypes.data_as(ctypes.c_void_p), fams.ctypes.data_as(ctypes.c_void_p),

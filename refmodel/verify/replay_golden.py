@@ -69,6 +69,44 @@ def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, 
 
 
 
+@replayer("device_model_jobs")
+def replay_device_model_jobs(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The GPU engine's dense jobs beyond single SS wgmmas (RS operands, chains of 2..128 wgmmas with
+    scale-d and imm scales; :func:`refmodel.verify.seeded.dense_jobs`), recorded on the H200 as
+    sha256 digests of the GPU port's and the hardware's outputs, against the CPU refmodel's chain
+    (:func:`refmodel.verify.jobs.model_chain`) on the inputs rebuilt by refmodel.verify.seeded."""
+    from ..numerics.wgmma import wgmma
+    from ..wgmma_forms import parse_wgmma
+    from .jobs import Job, model_chain
+    from .seeded import generate, typed
+
+    jobs = list(meta.get("jobs") or [])
+    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
+    if port.shape != (len(jobs), 32) or hw.shape != port.shape:
+        raise ValueError(f"device_model_jobs fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    total = Result(0, 0)
+    step = 1 if full else 8
+    if not full:
+        total.complete, total.scope = False, f"every {step}th of {len(jobs)} jobs"
+    for j, jb in enumerate(jobs):
+        if j % step:
+            continue
+        form = parse_wgmma(jb["instr"])
+        dts = (form.dtype_a, form.dtype_b, form.dtype_d)
+        a, b, c = typed(dts, generate(dts, form.k * jb["chain"], form.n, meta["seed"], j, meta["tiles"]))
+        job = Job(jb["instr"], rs=jb["rs"], scale_d=jb["scale_d"], imm_scale_a=jb["imm"][0],
+                  imm_scale_b=jb["imm"][1], chain=jb["chain"])
+        d = model_chain(wgmma, job, a, b, c)
+        raw = np.ascontiguousarray(bits_of(d).reshape(d.shape[0], -1).astype(np.uint32), dtype="<u4")
+        got = hashlib.sha256(raw.tobytes()).digest()
+        what = f"{jb['instr']} {'rs' if jb['rs'] else 'ss'} chain {jb['chain']}"
+        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
+            ok = got == want.tobytes()
+            total.add(Result(raw.size, 0 if ok else raw.size,
+                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+    return total
+
+
 def _library_inputs(c: dict[str, Any]):
     """The recorded call's inputs rebuilt from its seed, checked against the recorded sha256."""
     from .fixtures import FixtureError

@@ -134,6 +134,30 @@ def variant(i: int, has_imm_scale: bool) -> tuple[bool, tuple[int, int]]:
     return i % 4 != 3, imm
 
 
+CHAIN_CYCLE = (2, 3, 4, 8)            # the chain of form i's job in the ``device_model`` jobs fixture
+LONG_CHAINS = (16, 32, 64, 128)       # ... and of the long-chain jobs, on every LONG_STRIDE-th form
+LONG_STRIDE = 33
+
+
+def dense_jobs(forms) -> list[dict]:
+    """The dense jobs of the ``device_model`` jobs fixture, for the GPU engine's RS operands and
+    chains: every form once (RS on odd forms, the chain from :data:`CHAIN_CYCLE`, scale-d and imm
+    scales from :func:`variant`), then every :data:`LONG_STRIDE`-th form with a long chain
+    (:data:`LONG_CHAINS`) from registers and shared memory by turns.  Job ``j`` draws its inputs
+    from batch ``j``."""
+    jobs = []
+    for i, f in enumerate(forms):
+        sd, imm = variant(i, f.has_imm_scale)
+        jobs.append({"instr": f.instr, "rs": bool(i % 2), "chain": CHAIN_CYCLE[i % len(CHAIN_CYCLE)],
+                     "scale_d": sd, "imm": list(imm)})
+    for j, i in enumerate(range(0, len(forms), LONG_STRIDE)):
+        f = forms[i]
+        sd, imm = variant(i + j, f.has_imm_scale)
+        jobs.append({"instr": f.instr, "rs": bool(j % 2), "chain": LONG_CHAINS[j % len(LONG_CHAINS)],
+                     "scale_d": sd, "imm": list(imm)})
+    return jobs
+
+
 _LIB_DTYPES = {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
                "f32": "float32"}
 

@@ -86,8 +86,8 @@ _TAKES = {
     "--inject-fault": {"wgmma", "wgmma-gpu"},
     "--dry-run": {"wgmma"},
     "--families": {"wgmma"},
-    "--operand": {"wgmma"},
-    "--chain": {"wgmma"},
+    "--operand": {"wgmma", "wgmma-gpu"},
+    "--chain": {"wgmma", "wgmma-gpu"},
     "--keep-going": {"wgmma"},
 }
 _FLAG_NAMES = {"cases": "--cases", "seed": "--seed", "seconds": "--time", "chain": "--chain",
@@ -311,7 +311,8 @@ def cmd_fuzz(args) -> int:
 
         rep = fuzz_device(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
                           shard=shard, batch_tiles=args.batch_tiles or 8192, resume=args.resume,
-                          fault_at=fault_at, progress=not args.json)
+                          fault_at=fault_at, progress=not args.json,
+                          rs={"ss": False, "rs": True}.get(args.operand), chain=args.chain)
         if args.json:
             print(json.dumps(rep.to_dict()))
         else:
@@ -402,7 +403,7 @@ def add_fuzz_parser(sub) -> None:
     z.add_argument("--time", default=None, help="stop after this long (90s, 5m)")
     z.add_argument("--operand", choices=["ss", "rs", "both"], default=None,
                    help="A from shared memory, registers, or either (default: both)")
-    z.add_argument("--chain", type=_integer, default=None, help="instructions per K chain (default: random 1..4)")
+    z.add_argument("--chain", type=_integer, default=None, help="instructions per K chain, 1..128 (default: drawn per batch; cpu engine 1..4, gpu engine 1..128)")
     z.add_argument("--out", default="wgref-fuzz", help="journal and reproducers go here")
     z.add_argument("--resume", action="store_true")
     z.add_argument("--keep-going", action="store_true", help="do not stop at the first mismatch")
