@@ -18,15 +18,29 @@ import numpy as np
 INSTR = "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"
 
 
-def gpu_engine(seconds: float, tiles: int, targets=(INSTR, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
-                                                       "e4m3,bf16")) -> dict:
-    """Stage rates and end-to-end rate of the GPU engine; returns {target: end-to-end outputs/s}."""
+GPU_JOBS = [   # (instr, rs, chain): the 12 G/s goal's form first, then RS operands and chains
+    (INSTR, False, 1),
+    ("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", False, 1),
+    (INSTR, True, 1),
+    (INSTR, False, 8),
+    (INSTR, True, 128),
+    ("wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16", True, 32),
+    ("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32", False, 4),
+    ("wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8", True, 2),
+]
+
+
+def gpu_engine(seconds: float, tiles: int, jobs=GPU_JOBS, mixed=("wgmma",)) -> dict:
+    """Stage rates and end-to-end rate of the GPU engine per (form, rs, chain) job, then campaigns
+    with RS and the chain drawn per batch; returns {label: end-to-end outputs/s, ...}."""
     import cupy as cp
 
-    from gpu.kernels.form_runner import FormRunner, fuzz_device, tile_families
+    from gpu.fuzz.gpu_engine import fuzz_device, tiles_for
+    from gpu.kernels.form_runner import FormRunner
+    from refmodel.verify.seeded import tile_families
     from refmodel.wgmma_forms import parse_wgmma
 
-    def rate(fn, outs, reps=10):
+    def rate(fn, outs, reps=5):
         fn()
         cp.cuda.runtime.deviceSynchronize()
         t0 = time.perf_counter()
@@ -36,26 +50,43 @@ def gpu_engine(seconds: float, tiles: int, targets=(INSTR, "wgmma.mma_async.sync
         return outs * reps / (time.perf_counter() - t0)
 
     res = {}
-    for target in targets:
-        if target.startswith("wgmma."):
-            form = parse_wgmma(target)
-            run = FormRunner(form, 1, 1)
-            fams = cp.asarray(tile_families(0, 0, tiles))
-            x = run.generate(0, 0, fams)
-            outs = tiles * 64 * form.n
-            r_gen = rate(lambda: run.generate(0, 0, fams), outs)
-            r_hw = rate(lambda: run.hardware(x, True), outs)
-            r_model = rate(lambda: run.model(x, True), outs)
-            print(f"GPU engine, {target.split('.')[-4:]}: batch {tiles} tiles = {outs} outputs")
-            print(f"  inputs generated on the GPU alone: {r_gen / 1e9:7.2f} G outputs/s")
-            print(f"  hardware alone (images + wgmma):   {r_hw / 1e9:7.2f} G outputs/s")
-            print(f"  GPU port of the model alone:       {r_model / 1e9:7.2f} G outputs/s")
+    for instr, rs, chain in jobs:
+        form = parse_wgmma(instr)
+        run = FormRunner(form, 1, 1, rs=rs, chain=chain)
+        T = tiles_for(form, tiles, chain)
+        fams = cp.asarray(tile_families(0, 0, T))
+        x = run.generate(0, 0, fams)
+        outs = T * 64 * form.n
+        hw, model = run.hardware(x, True), run.model(x, True)
+        differ = int(cp.count_nonzero(hw != model))
+        st = {"generate": rate(lambda: run.generate(0, 0, fams), outs),
+              "hardware": rate(lambda: run.hardware(x, True), outs),
+              "model": rate(lambda: run.model(x, True), outs),
+              "compare": rate(lambda: cp.nonzero((hw != model).any(axis=1))[0], outs)}
         with tempfile.TemporaryDirectory() as d:
-            rep = fuzz_device(target, seconds=seconds, seed=1, batch_tiles=tiles, out=d)
-        print(f"  fuzz end to end, {target if not target.startswith('wgmma.') else 'that form'} ({rep.seconds:.0f} s, "
-              f"{rep.outputs} outputs, {rep.mismatches} mismatches, {rep.port_disagreements} port disagreements): "
-              f"{rep.rate / 1e9:7.2f} G outputs/s  (goal 1; kernels built first in {rep.compile_seconds:.1f} s)")
-        res[target] = rep.rate
+            rep = fuzz_device(instr, seconds=seconds, seed=1, batch_tiles=tiles, out=d, rs=rs, chain=chain)
+        label = f"{instr.split('aligned.')[1]} {'rs' if rs else 'ss'} chain {chain}"
+        res[label] = {"stages_outputs_per_s": st, "end_to_end_outputs_per_s": rep.rate,
+                      "end_to_end_instr_outputs_per_s": rep.instr_outputs / rep.seconds if rep.seconds else 0.0,
+                      "outputs": rep.outputs, "mismatches": rep.mismatches,
+                      "port_disagreements": rep.port_disagreements, "stage_batch_port_vs_hw_differ": differ}
+        print(f"GPU engine, {label}: batch {T} tiles = {outs} outputs; stages alone (G outputs/s): "
+              + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in st.items()))
+        print(f"  end to end ({rep.seconds:.0f} s, {rep.outputs} outputs, {rep.mismatches} mismatches, "
+              f"{rep.port_disagreements} port disagreements): {rep.rate / 1e9:.2f} G outputs/s, "
+              f"{res[label]['end_to_end_instr_outputs_per_s'] / 1e9:.2f} G instruction outputs/s")
+    for target in mixed:
+        with tempfile.TemporaryDirectory() as d:
+            rep = fuzz_device(target, seconds=seconds, seed=2, batch_tiles=tiles, out=d)
+        res[f"{target} (rs, chain drawn)"] = {"end_to_end_outputs_per_s": rep.rate, "outputs": rep.outputs,
+                                              "instr_outputs": rep.instr_outputs, "mismatches": rep.mismatches,
+                                              "port_disagreements": rep.port_disagreements, "chains": rep.chains,
+                                              "compile_seconds": rep.compile_seconds}
+        print(f"GPU engine, {target} with RS and chains drawn ({rep.seconds:.0f} s, {rep.batches} batches, "
+              f"{rep.mismatches} mismatches, {rep.port_disagreements} port disagreements): "
+              f"{rep.rate / 1e9:.2f} G outputs/s, {rep.instr_outputs / max(rep.seconds, 1e-9) / 1e9:.2f} G instruction "
+              f"outputs/s; by chain length: " + ", ".join(f"{k}: {v[0] / max(v[2], 1e-9) / 1e9:.2f}" for k, v in
+                                                          sorted(rep.chains.items(), key=lambda kv: int(kv[0]))))
     return res
 
 
@@ -65,8 +96,18 @@ def main():
     ap.add_argument("--tiles", type=int, default=256)
     ap.add_argument("--gpu-tiles", type=int, default=8192)
     ap.add_argument("--engine", choices=["cpu", "gpu", "both"], default="both")
+    ap.add_argument("--json", default=None, help="write the GPU engine's rates here (with device and versions)")
     args = ap.parse_args()
     gpu_rates = gpu_engine(args.seconds, args.gpu_tiles) if args.engine in ("gpu", "both") else {}
+    if args.json and gpu_rates:
+        import json
+
+        from gpu.kernels.runtime import device_info
+        from refmodel.verify.fixtures import host_provenance
+
+        with open(args.json, "w") as f:
+            json.dump({"device": device_info(), "host": host_provenance(), "gpu_tiles": args.gpu_tiles,
+                       "seconds": args.seconds, "jobs": gpu_rates}, f, indent=1, default=str)
     if args.engine == "gpu":
         return
     from gpu.fuzz.cpu_engine import fuzz
@@ -98,8 +139,10 @@ def main():
     print(f"  refmodel alone (numba, parallel): {r_model / 1e6:8.1f} M outputs/s")
     print(f"  fuzz end to end ({rep.seconds:.0f} s, {rep.outputs} outputs, {rep.mismatches} mismatches): "
           f"{rep.rate / 1e6:8.1f} M outputs/s  (goal 50; ratio to model alone {rep.rate / r_model:.2f})")
-    if INSTR in gpu_rates:
-        print(f"GPU engine / CPU engine, end to end, same form: {gpu_rates[INSTR] / rep.rate:.1f}x")
+    key = next((k for k in gpu_rates if k.startswith("m64n256k32.f32.e4m3.e4m3 ss chain 1")), None)
+    if key:
+        print(f"GPU engine / CPU engine, end to end, same form: "
+              f"{gpu_rates[key]['end_to_end_outputs_per_s'] / rep.rate:.1f}x")
 
 
 if __name__ == "__main__":

@@ -136,6 +136,41 @@ def test_device_campaign_on_rs_operands_and_chains_up_to_128(tmp_path):
     assert planted.first["chain"] == 16 and planted.first["rs"] is True
 
 
+@pytest.mark.gpu
+def test_the_gathering_hardware_kernel_equals_the_host_launchers_kernel():
+    """FormRunner.hardware (images and registers built inside the kernel from the element arrays, D
+    written per element) against FormRunner.hardware_staged (the launcher's kernel, cupy gathers) on
+    every accumulator type and operand source, with chains."""
+    import cupy as cp
+
+    from gpu.kernels.form_runner import FormRunner
+
+    picks = [f for f in WGMMA_FORMS if f.n in (8, 24, 64, 256)][::6]
+    assert {f.dtype_d for f in picks} >= {"f16", "f32", "s32"}
+    for i, f in enumerate(picks):
+        for rs, chain in ((False, 1), (True, 1), (i % 2 == 0, 5)):
+            run = FormRunner(f, 1, 1, rs=rs, chain=chain)
+            x = run.generate(9, i, cp.asarray(tile_families(9, i, 7)))
+            for sd in (True, False):
+                got = cp.asnumpy(run.hardware(x, sd))
+                want = cp.asnumpy(run.hardware_staged(x, sd)).astype(np.uint32)
+                assert np.array_equal(got, want), (f.instr, rs, chain, sd)
+
+
+def test_the_kernels_accumulator_formula_is_the_fragment_layout():
+    """gpu.kernels.wgmma.gather_kernel_source computes each register's (row, col) instead of reading a
+    table: the formula it writes is refmodel.layouts.fragment.accumulator_layout's."""
+    from refmodel.layouts.fragment import accumulator_layout
+
+    for n in range(8, 257, 8):
+        for dt in ("f32", "f16", "s32"):
+            r, c = accumulator_layout(n, dt)
+            r, c = r.reshape(128, -1), c.reshape(128, -1)
+            t, j = np.arange(128)[:, None], np.arange(r.shape[1])[None]
+            assert np.array_equal(16 * (t // 32) + (t % 32) // 4 + 8 * ((j >> 1) & 1), r)
+            assert np.array_equal(8 * (j >> 2) + 2 * (t % 4) + (j & 1), c)
+
+
 def test_job_tables_build_the_images_the_host_launcher_builds():
     """The GPU engine's gathers (gpu.kernels.form_runner.hardware_inputs, run here with numpy) give the
     shared-memory images, RS A registers and C registers of gpu.kernels.wgmma.prepare_launch (the

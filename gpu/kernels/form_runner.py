@@ -103,7 +103,8 @@ class FormRunner:
 
         from gpu.kernels.device_model import SOURCE, WgParams, kernel_params
         from gpu.kernels.runtime import compile_module
-        from gpu.kernels.wgmma import KERNEL_NAME, LBO, SBO, THREADS, kernel_source, plan_stages
+        from gpu.kernels.wgmma import (GATHER_KERNEL_NAME, KERNEL_NAME, LBO, SBO, THREADS, gather_kernel_source,
+                                       kernel_source, plan_stages)
         from refmodel.layouts.descriptor import MatrixDescriptor
         from refmodel.numerics.accumulate import decode_table
 
@@ -116,8 +117,11 @@ class FormRunner:
         mod = compile_module(kernel_source(form, rs=self.rs, chain=self.chain, imm_scale_a=imm_scale_a,
                                            imm_scale_b=imm_scale_b))
         self.hw = mod.get_function(KERNEL_NAME)
+        self.hw_gather = compile_module(gather_kernel_source(form, rs=self.rs, chain=self.chain, imm_scale_a=imm_scale_a,
+                                                             imm_scale_b=imm_scale_b)).get_function(GATHER_KERNEL_NAME)
         if self.plan.smem_bytes > 48 * 1024:
             self.hw.max_dynamic_shared_size_bytes = self.plan.smem_bytes
+            self.hw_gather.max_dynamic_shared_size_bytes = self.plan.smem_bytes
         self.threads = THREADS
         self.desc = MatrixDescriptor(0, LBO, SBO).encode()
         self.tables_np = job_tables(form, self.rs, self.chain)
@@ -126,6 +130,9 @@ class FormRunner:
                       "afrag": None if t.afrag_index is None else cp.asarray(t.afrag_index),
                       "shift": None if t.afrag_shift is None else cp.asarray(t.afrag_shift)}
         self.acc_index = self.index["acc"]
+        self.index32 = {"img": cp.asarray(t.img_index.astype(np.int32)), "acc": cp.asarray(t.acc_index.astype(np.int32)),
+                        "afrag": cp.asarray(np.zeros(1, np.int32) if t.afrag_index is None
+                                            else t.afrag_index.astype(np.int32))}
         self.gen = compile_module(GEN_SOURCE).get_function("wgref_gen")
         self.model_mod = compile_module(SOURCE)
         self.int_form = form.family == "int8"
@@ -154,7 +161,21 @@ class FormRunner:
         return out
 
     def hardware(self, x, scale_d: bool):
-        """The hardware's D (T, 64*N) bits: ``chain`` wgmmas per tile, the first with ``scale_d``."""
+        """The hardware's D (T, 64*N) bits as uint32: ``chain`` wgmmas per tile, the first with
+        ``scale_d``; the kernel builds its images and registers from the element arrays itself
+        (:func:`gpu.kernels.wgmma.gather_kernel_source`)."""
+        cp = self.cp
+        T = x["a"].shape[0]
+        d = cp.empty((T, 64 * self.form.n), cp.uint32)
+        ix = self.index32
+        self.hw_gather((T,), (self.threads,), (x["a"], x["b"], x["c"], d, ix["img"], ix["afrag"],
+                                              np.uint64(self.desc), np.uint64(self.desc), np.int32(1 if scale_d else 0)),
+                       shared_mem=self.plan.smem_bytes)
+        return d
+
+    def hardware_staged(self, x, scale_d: bool):
+        """:meth:`hardware` through the host launcher's kernel (:func:`gpu.kernels.wgmma.kernel_source`):
+        images and registers gathered by cupy passes first, D scattered back (element dtype)."""
         cp = self.cp
         T = x["a"].shape[0]
         img, afrag, cin = hardware_inputs(cp, self.tables_np, x, self.index)

@@ -176,6 +176,148 @@ extern "C" __global__ void __launch_bounds__(128, 1)
 """
 
 
+GATHER_KERNEL_NAME = "wgmma_gather_kernel"
+
+
+def gather_kernel_source(form: str | WgmmaForm, *, rs: bool = False, chain: int = 1, imm_scale_a: int = 1,
+                         imm_scale_b: int = 1, budget: int = SMEM_BUDGET) -> str:
+    """The kernel of :func:`kernel_source` that builds its own inputs from element arrays (the GPU fuzz
+    engine's: one uint32 per element, A (T, 64, chain*K), B (T, chain*K, N), C (T, 64, N)) and writes D
+    per element (uint32, row * N + col) — no image, register or scatter passes outside the kernel.
+
+    Kernel ``wgmma_gather_kernel(a, b, c, dout, img_src, afrag_index, desc_a, desc_b, scale_d_first)``:
+    ``img_src`` (chain * step_bytes) int32, the byte of the tile's (A bytes | B bytes) each image byte
+    holds (:func:`gpu.kernels.form_runner.job_tables`); ``afrag_index`` (chain, 128, 4, per) the A
+    element of each RS register slot; the accumulator's element positions are computed in the kernel."""
+    form = _form(form)
+    _check_scales(form, imm_scale_a, imm_scale_b)
+    plan = plan_stages(form, chain, rs, budget=budget)
+    nregs = form.d_regs
+    acc_t, con, _, _ = accumulator_io(form.dtype_d, "cbase")
+    asm = _wgmma_asm(form.instr, nregs, form.dtype_d, rs=rs, tail=imm_tail(form, rs, imm_scale_a, imm_scale_b))
+    from refmodel.verify.seeded import FORMATS
+
+    es_a, es_b = FORMATS[form.dtype_a][2] // 8, FORMATS[form.dtype_b][2] // 8
+    f16acc = form.dtype_d == "f16"
+    per_a = {1: 4, 2: 2, 4: 1}[es_a]
+    # accumulator element j of thread t (refmodel.layouts.fragment.accumulator_layout, checked by a test):
+    # row 16*(t/32) + (t%32)/4 + 8*((j>>1)&1), column 8*(j>>2) + 2*(t%4) + (j&1); an f16 register
+    # holds elements 2i (low half) and 2i+1
+    pos = "(row0 + 8 * (((J) >> 1) & 1)) * {n} + 8 * ((J) >> 2) + col0 + ((J) & 1)".format(n=form.n)
+    if f16acc:
+        load_c = (f"d[i] = cg[{pos.replace('J', '2 * i')}] | (cg[{pos.replace('J', '2 * i + 1')}] << 16);")
+        store_d = (f"dg[{pos.replace('J', '2 * i')}] = d[i] & 0xFFFFu; dg[{pos.replace('J', '2 * i + 1')}] = d[i] >> 16;")
+    else:
+        cast = "__uint_as_float" if form.dtype_d == "f32" else ""
+        back = "__float_as_uint" if form.dtype_d == "f32" else ""
+        load_c = f"d[i] = {cast}(cg[{pos.replace('J', 'i')}]);"
+        store_d = f"dg[{pos.replace('J', 'i')}] = {back}(d[i]);"
+    if rs:
+        step_body = f"""
+      u32 a0, a1, a2, a3;
+      {{
+        u32 r[4];
+        const int* ix = afrag_index + ((s0 + s) * 128 + t) * 4 * PER_A;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {{
+          u32 v = 0;
+#pragma unroll
+          for (int e = 0; e < PER_A; ++e) v |= (ag[ix[j * PER_A + e]] & EMASK_A) << (e * (32 / PER_A));
+          r[j] = v;
+        }}
+        a0 = r[0]; a1 = r[1]; a2 = r[2]; a3 = r[3];
+      }}
+      asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3) :: "memory");
+      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
+      fence_acc(d);
+      asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+      {asm}
+      asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+      fence_acc(d);
+      sd = 1;"""
+        pre_loop, post_loop = "", ""
+    else:
+        step_body = f"""
+      const u64 da = desc_a | (u64)(((sbase + s * STEP_BYTES) >> 4) & 0x3FFF);
+      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
+      {asm}
+      sd = 1;"""
+        pre_loop = """
+    fence_acc(d);
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");"""
+        post_loop = """
+    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+    fence_acc(d);"""
+    return f"""
+// gather {form.instr} rs={int(rs)} chain={chain} imm_scale=({imm_scale_a},{imm_scale_b})
+#define NREGS {nregs}
+#define CHAIN {plan.chain}
+#define STEPS {plan.steps_per_stage}
+#define A_BYTES {plan.a_bytes}
+#define STEP_BYTES {plan.step_bytes}
+#define STEP_WORDS (STEP_BYTES / 4)
+#define ES_A {es_a}
+#define ES_B {es_b}
+#define PER_A {per_a}
+#define EMASK_A {hex((1 << (8 * es_a)) - 1) if es_a < 4 else "0xFFFFFFFFu"}
+#define A_ELEMS (64LL * CHAIN * {form.k})
+#define B_ELEMS ((long long)CHAIN * {form.k} * {form.n})
+#define C_ELEMS (64LL * {form.n})
+
+__device__ __forceinline__ void fence_acc({acc_t} (&d)[NREGS]) {{
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) asm volatile("" : "{con}"(d[i]) :: "memory");
+}}
+
+__device__ __forceinline__ u32 gather_byte(const u32* ag, const u32* bg, int src) {{
+  const int a_len = (int)(A_ELEMS * ES_A);
+  if (src < a_len) return (ag[src / ES_A] >> (8 * (src % ES_A))) & 0xFFu;
+  src -= a_len;
+  return (bg[src / ES_B] >> (8 * (src % ES_B))) & 0xFFu;
+}}
+
+extern "C" __global__ void __launch_bounds__(128)
+{GATHER_KERNEL_NAME}(const u32* __restrict__ a, const u32* __restrict__ b, const u32* __restrict__ c,
+                     u32* __restrict__ dout, const int* __restrict__ img_src,
+                     const int* __restrict__ afrag_index, u64 desc_a, u64 desc_b, int scale_d_first)
+{{
+  extern __shared__ __align__(128) u32 smem[];
+  const int t = threadIdx.x;
+  const u64 tile = blockIdx.x;
+  const u32* ag = a + tile * A_ELEMS;
+  const u32* bg = b + tile * B_ELEMS;
+  const u32* cg = c + tile * C_ELEMS;
+  u32* dg = dout + tile * C_ELEMS;
+  const int row0 = 16 * (t / 32) + (t % 32) / 4, col0 = 2 * (t % 4);
+  u32 sbase;
+  asm volatile("{{ .reg .u64 g; cvta.to.shared.u64 g, %1; cvt.u32.u64 %0, g; }}"
+               : "=r"(sbase) : "l"((u64)smem));
+  {acc_t} d[NREGS];
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) {{ {load_c} }}
+  int sd = scale_d_first;
+  for (int s0 = 0; s0 < CHAIN; s0 += STEPS) {{
+    const int ns = (CHAIN - s0) < STEPS ? (CHAIN - s0) : STEPS;
+    const int* src = img_src + s0 * STEP_BYTES;
+    for (int w = t; w < ns * STEP_WORDS; w += 128) {{
+      const int* q = src + 4 * w;
+      smem[w] = gather_byte(ag, bg, q[0]) | (gather_byte(ag, bg, q[1]) << 8) |
+                (gather_byte(ag, bg, q[2]) << 16) | (gather_byte(ag, bg, q[3]) << 24);
+    }}
+    asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+    __syncthreads();{pre_loop}
+    for (int s = 0; s < ns; ++s) {{{step_body}
+    }}{post_loop}
+    __syncthreads();
+  }}
+#pragma unroll
+  for (int i = 0; i < NREGS; ++i) {{ {store_d} }}
+}}
+"""
+
+
 @dataclass
 class Launch:
     """Everything one kernel launch needs, built on the host (no GPU needed)."""

@@ -55,6 +55,7 @@ BATCH: dict[str, Field] = {
     "mismatches": Field("int", 0, MAX_COUNT, required=True),
     "seconds": Field("real", 0, None, required=True),
     "port_disagreements": Field("int", 0, MAX_COUNT),
+    "instr_outputs": Field("int", 0, MAX_COUNT),      # outputs times chain length (the GPU engine)
     "tiles_copied_back": Field("int", 0, MAX_COUNT),
     "repro": Field("str", hi=4096),
     "mismatch_file": Field("str", hi=4096),
