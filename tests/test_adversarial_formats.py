@@ -519,7 +519,9 @@ NOT_APPLYING = {
     "lib:triton": ["--devices 0", "--dry-run", "--engine gpu", "--engine cpu", "--inject-fault 0:1",
                    "--batch-tiles 8", "--families cancel", "--operand rs", "--chain 2", "--keep-going"],
     "cvt": ["--shard 0/2", "--resume", "--devices 0", "--dry-run", "--chain 2", "--operand ss", "--batch-tiles 4"],
-    "layout": ["--shard 0/2", "--resume", "--keep-going", "--families cancel", "--engine cpu"],
+    "layout": ["--shard 0/2", "--resume", "--keep-going", "--families cancel", "--batch-tiles 8"],
+    "layout --engine gpu": ["--shard 0/2", "--resume", "--keep-going", "--families cancel", "--chain 2", "--dry-run"],
+    "sparse:f16 --engine gpu": ["--devices 0", "--resume", "--chain 1", "--operand rs"],
     "sparse:f16": ["--devices 0", "--inject-fault 1:1", "--resume", "--chain 1"],
     f"{INSTR} --engine gpu": ["--dry-run", "--families cancel", "--keep-going"],
 }

@@ -76,13 +76,15 @@ _LIB_TARGETS = ("lib:triton", "lib:cublas", "lib:scaled-mm")
 # engine ("wgmma-gpu"), library calls, cvt forms, layout (descriptor) and sparse campaigns.
 # --cases, --seed, --time, --out and --json apply to every target.
 _KINDS = {"wgmma": "wgmma targets on the cpu engine", "wgmma-gpu": "wgmma targets on the gpu engine",
-          "lib": "lib: targets", "cvt": "cvt targets", "layout": "layout targets", "sparse": "sparse targets"}
+          "lib": "lib: targets", "cvt": "cvt targets", "layout": "layout targets on the cpu engine",
+          "sparse": "sparse targets on the cpu engine", "layout-gpu": "layout targets on the gpu engine",
+          "sparse-gpu": "sparse targets on the gpu engine"}
 _TAKES = {
     "--shard": {"wgmma", "wgmma-gpu", "lib"},
     "--resume": {"wgmma", "wgmma-gpu", "lib"},
     "--devices": {"wgmma", "wgmma-gpu"},
-    "--engine": {"wgmma", "wgmma-gpu"},
-    "--batch-tiles": {"wgmma", "wgmma-gpu"},
+    "--engine": {"wgmma", "wgmma-gpu", "layout", "sparse", "layout-gpu", "sparse-gpu"},
+    "--batch-tiles": {"wgmma", "wgmma-gpu", "layout-gpu", "sparse-gpu"},
     "--inject-fault": {"wgmma", "wgmma-gpu"},
     "--dry-run": {"wgmma"},
     "--families": {"wgmma"},
@@ -106,7 +108,7 @@ def _given(args) -> list[str]:
 def _target_kind(target: str, engine: str | None) -> str:
     for kind in ("lib", "sparse", "layout"):
         if target == kind or target.startswith(kind + ":"):
-            return kind
+            return f"{kind}-gpu" if engine == "gpu" and kind != "lib" else kind
     if target == "cvt" or target.startswith("cvt."):
         return "cvt"
     return "wgmma-gpu" if engine == "gpu" else "wgmma"
@@ -116,7 +118,7 @@ def _refuse_options(args, kind: str) -> None:
     bad = [o for o in _given(args) if kind not in _TAKES[o]]
     if not bad:
         return
-    if kind == "wgmma-gpu":
+    if kind.endswith("-gpu"):
         why = "they apply to the cpu engine: drop --engine gpu"
     else:
         notes = [f"{o} also to lib: targets" for o in bad if "lib" in _TAKES[o]]
@@ -174,7 +176,7 @@ def _check_fuzz(args) -> dict:
     kind = _target_kind(target, args.engine)
     _refuse_options(args, kind)
     E.check_campaign(cases=args.cases, seed=args.seed, chain=args.chain, batch_tiles=args.batch_tiles,
-                     engine="gpu" if kind == "wgmma-gpu" else "cpu", names=_FLAG_NAMES)
+                     engine="gpu" if kind.endswith("-gpu") else "cpu", names=_FLAG_NAMES)
     plan = {"target": target, "kind": kind, "secs": _seconds(args.time), "families": None,
             "shard": parse_shard(args.shard) if args.shard is not None else (0, 1)}
     if args.schedule is not None and kind != "lib":
@@ -197,9 +199,9 @@ def _check_fuzz(args) -> dict:
                              f"(any infer target with --schedule)")
     elif kind == "cvt":
         E.cvt_forms(target)
-    elif kind == "layout":
+    elif kind in ("layout", "layout-gpu"):
         E.layout_variants(target)
-    elif kind == "sparse":
+    elif kind in ("sparse", "sparse-gpu"):
         E.sparse_jobs(target)
     else:
         forms = E.select_forms(target)
@@ -284,6 +286,24 @@ def cmd_fuzz(args) -> int:
         return 1 if rep.mismatches or rep.port_disagreements else 0
     from gpu.fuzz.cpu_engine import fuzz, fuzz_cvt, fuzz_layout, fuzz_sparse
 
+    if kind == "sparse-gpu":
+        from gpu.fuzz.gpu_sparse import fuzz_sparse_device
+
+        rep = fuzz_sparse_device(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
+                                 batch_tiles=args.batch_tiles or 2048, progress=not args.json)
+        return _side_report(rep, args.json, f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared on the GPU, "
+                            f"{rep.mismatches} mismatches (CPU-confirmed), {rep.port_disagreements} GPU-port "
+                            f"disagreements, {rep.rate:.3g} outputs/s", f"wgref replay {rep.repro}") \
+            or (1 if rep.port_disagreements else 0)
+    if kind == "layout-gpu":
+        from gpu.fuzz.gpu_layout import fuzz_layout_device
+
+        rep = fuzz_layout_device(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out,
+                                 batch=args.batch_tiles or 4096, progress=not args.json)
+        return _side_report(rep, args.json, f"{rep.tiles} descriptor cases ({rep.undefined} undefined, not compared), "
+                            f"{rep.outputs} outputs compared on the GPU, {rep.mismatches} mismatches (CPU-confirmed), "
+                            f"{rep.port_disagreements} GPU-port disagreements, {rep.rate:.3g} outputs/s",
+                            f"saved to {rep.repro}") or (1 if rep.port_disagreements else 0)
     if kind == "sparse":
         rep = fuzz_sparse(target, cases=args.cases, seed=args.seed, seconds=secs, out=args.out)
         return _side_report(rep, args.json, f"{rep.tiles} sparse tiles, {rep.outputs} outputs compared, "
@@ -421,7 +441,8 @@ def add_fuzz_parser(sub) -> None:
                    help="the CPU model stands in for the GPU (checks sharding and journals without a device)")
     z.add_argument("--engine", choices=["cpu", "gpu"], default=None,
                    help="cpu: inputs and refmodel on the host (default); gpu: inputs, the GPU port of the model and "
-                        "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma)")
+                        "the comparison on the GPU, mismatching tiles re-checked by the CPU refmodel (dense wgmma "
+                        "with RS and chains, sparse and layout targets)")
     z.add_argument("--batch-tiles", type=_integer, default=None, help="tiles per batch (default: 64 cpu; gpu: 8192 n256-equivalent tiles)")
     z.add_argument("--schedule", default=None, metavar="S.JSON",
                    help="lib: targets: compare the call against this stored schedule (wgref infer -o), at its "
