@@ -1,10 +1,16 @@
 """FP8 GEMM kernel (gpu/kernels/gemm_fp8.py) vs torch._scaled_mm (cuBLASLt), e4m3 -> bf16, same shapes,
-same run, on the H200: TFLOP/s (median of events over repeated runs) and the ratio.
+same run, on the H200: TFLOP/s and the ratio (cuBLAS time / ours; > 1 means ours is faster).
 
-    python bench/bench_gemm_kernel.py [--sizes 4096 8192] [--reps 20]
+    python bench/bench_gemm_kernel.py [--sizes 4096 8192] [--reps 20] [--configs "" "promote=0" ...] [--json F]
 
-Precise = our kernel with promotion every K block (K = 128) vs use_fast_accum=False;
-fast = our kernel without promotion vs use_fast_accum=True.
+Each ``--configs`` item is a ``gpu.kernels.gemm_fp8.parse_config`` string (``key=value`` joined by commas;
+"" is the default config, i.e. the persistent schedule with promotion).  A config with promote=1 is
+"precise" and is compared with use_fast_accum=False, one with promote=0 is "fast" and compared with
+use_fast_accum=True.  Default: the default precise and fast configs.  Both sides are timed the same way:
+``reps`` back-to-back launches between two CUDA events, the median over ``--trials`` such batches.
+``--json F`` writes a list of rows (n, mode, config, cublas_tflops, ours_tflops, ratio, and the device,
+driver, CUDA, cupy and torch versions).  ``--check`` also reports each config's largest |ours - cuBLAS| / max|cuBLAS| (a sanity check only; the
+bit-exact check is ``python -m gpu.record.gemm --check-only``).
 """
 
 from __future__ import annotations
@@ -17,54 +23,78 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def main(argv=None) -> int:
-    import cupy as cp
+def _time(f, reps: int, trials: int) -> float:
     import numpy as np
     import torch
 
-    from gpu.kernels.gemm_fp8 import GemmConfig, gemm_fp8
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(trials):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(reps):
+            f()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3 / reps)
+    return float(np.median(ts))
+
+
+def main(argv=None) -> int:
+    import cupy as cp
+    import torch
+
+    from gpu.kernels.gemm_fp8 import launcher, parse_config
+    from gpu.kernels.runtime import device_info
 
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--configs", nargs="*", default=["", "promote=0"])
+    p.add_argument("--check", action="store_true")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
+    cfgs = [parse_config(c) for c in a.configs]
+    info = {**device_info(), "torch": torch.__version__, "torch_cuda": torch.version.cuda}
     rows = []
     for n in a.sizes:
-        rng = np.random.default_rng(n)
+        torch.manual_seed(n)
         A = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
         B = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)       # (N, K)
         one = torch.ones((), device="cuda")
-        for fast in (False, True):
-            f = lambda: torch._scaled_mm(A, B.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)  # noqa: E731
-            for _ in range(3):
-                f()
-            torch.cuda.synchronize()
-            ts = []
-            for _ in range(a.reps):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record(); f(); e.record(); e.synchronize()
-                ts.append(s.elapsed_time(e) / 1e3)
-            t_cublas = float(np.median(ts))
-            Ac = cp.asarray(A.view(torch.uint8))
-            Bc = cp.asarray(B.view(torch.uint8))
-            cfg = GemmConfig(promote=not fast, out="bf16")
-            KB = n // 128
-            sa = cp.ones((n, KB), cp.float32)
-            sb = cp.ones((KB, n // 128), cp.float32)
-            ts = []
-            for _ in range(3):
-                _, t = gemm_fp8(Ac, Bc, sa if not fast else None, sb if not fast else None, cfg=cfg, timing=a.reps)
-                ts.append(t)
-            t_ours = float(np.median(ts))
-            flops = 2.0 * n ** 3
-            rows.append({"n": n, "mode": "fast" if fast else "precise", "cublas_tflops": flops / t_cublas / 1e12,
-                         "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours})
-            r = rows[-1]
-            print(f"{n}^3 {r['mode']:<8} cuBLAS {r['cublas_tflops']:7.1f} TFLOP/s   ours {r['ours_tflops']:7.1f} TFLOP/s"
-                  f"   ratio {r['ratio']:.2f}", flush=True)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+        Ac = cp.asarray(A.view(torch.uint8))
+        Bc = cp.asarray(B.view(torch.uint8))
+        KB = n // 128
+        sa = cp.ones((n, KB), cp.float32)
+        sb = cp.ones((KB, -(-n // 128)), cp.float32)
+        cublas = {}
+        for fast in sorted({not c.promote for c in cfgs}):
+            def f(A=A, B=B, one=one, fast=fast):
+                return torch._scaled_mm(A, B.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+            cublas[fast] = (_time(f, a.reps, a.trials), f() if a.check else None)
+        flops = 2.0 * n ** 3
+        for cfg in cfgs:
+            fast = not cfg.promote
+            t_cublas, ref = cublas[fast]
+            launch, D = launcher(Ac, Bc, None if fast else sa, None if fast else sb, cfg=cfg)
+            t_ours = _time(launch, a.reps, a.trials)
+            r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
+                 "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours}
+            if a.check:
+                launch()
+                cp.cuda.runtime.deviceSynchronize()
+                ours = torch.as_tensor(D.view(cp.int16), device="cuda").view(torch.bfloat16).float()
+                r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
+            rows.append(r)
+            extra = f"   rel diff {r['max_rel_diff_vs_cublas']:.2e}" if a.check else ""
+            print(f"{n}^3 {r['mode']:<8} {cfg.name:<28} cuBLAS {r['cublas_tflops']:7.1f} TFLOP/s   ours "
+                  f"{r['ours_tflops']:7.1f} TFLOP/s   ratio {r['ratio']:.3f}{extra}", flush=True)
+            del launch, D
+    if a.json:   # a list of rows (the format tools/pipeline_doc.py reads), each with the run's provenance
+        Path(a.json).write_text(json.dumps([{**r, "reps": a.reps, "trials": a.trials, **info} for r in rows], indent=1))
     return 0
 
 

@@ -1,24 +1,72 @@
-"""The FP8 GEMM kernel (gpu/kernels/gemm_fp8.py): its source assembles for sm_90a, its event trace passes
-the pipeline checker (and its broken variants are flagged), and on an H200 it equals
-refmodel.gemm with the same schedule bit for bit (gpu marker; fixtures/gemm replays in CI)."""
+"""The FP8 GEMM kernel (gpu/kernels/gemm_fp8.py): every config's source assembles for sm_90a (no spills,
+no serialised wgmma, the register budget setmaxnreg needs), its event trace passes the pipeline checker (and
+its broken variants are flagged), and on an H200 it equals refmodel.gemm with the same schedule bit for bit
+(gpu marker; fixtures/gemm replays in CI)."""
 
+import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
-from gpu.kernels.gemm_fp8 import GemmConfig, kernel_source, trace
+from gpu.kernels.gemm_fp8 import GemmConfig, kernel_source, parse_config, trace
+from refmodel.errors import InputError
 from refmodel.machine.pipeline import BROKEN, check
 
+CONFIGS = {
+    "persistent-promote-bf16": GemmConfig(),
+    "persistent-fast-bn256-bf16": GemmConfig(promote=False),
+    "persistent-fast-bn128-bf16": GemmConfig(promote=False, bn=128),
+    "persistent-promote-f32": GemmConfig(out="f32"),
+    "persistent-fast-bn256-f32": GemmConfig(promote=False, out="f32"),
+    "persistent-promote-bf16-2stages": GemmConfig(stages=2),
+    "persistent-promote-bf16-noxtile": GemmConfig(xtile=False),
+    "persistent-promote-f32-noxtile": GemmConfig(out="f32", xtile=False),
+    "persistent-promote-bf16-noxtile-cluster2": GemmConfig(xtile=False, cluster=2),
+    "persistent-promote-bf16-cluster2": GemmConfig(cluster=2),
+    "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
+    "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
+    "simple-promote-bf16": GemmConfig(schedule="simple"),
+    "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
+    "simple-promote-f32-3stages": GemmConfig(schedule="simple", out="f32", stages=3),
+    "simple-plain-f32": GemmConfig(schedule="simple", promote=False, out="f32"),
+    **{f"broken-{b}": GemmConfig(broken=b) for b in ("lax_wait", "no_proxy_fence", "early_reuse")},
+}
 
-@pytest.mark.parametrize("cfg", [GemmConfig(), GemmConfig(promote=False), GemmConfig(out="f32", stages=3)],
-                         ids=["promote-bf16", "nopromote-bf16", "promote-f32-3stages"])
-def test_kernel_trace_passes_the_checker(cfg):
-    rep = check(trace(cfg, K=1024))
+
+def test_config_defaults_and_errors():
+    assert GemmConfig() == GemmConfig(schedule="persistent", bn=128, stages=6, promote=True)
+    assert GemmConfig(promote=False).bn == 256 and GemmConfig(promote=False).stages == 4
+    assert GemmConfig(broken="lax_wait").schedule == "simple" and GemmConfig(schedule="simple").stages == 5
+    assert GemmConfig().xtile and not GemmConfig(promote=False).xtile and not GemmConfig(schedule="simple").xtile
+    for cfg in CONFIGS.values():
+        assert cfg.smem_bytes <= 232448, cfg
+    for kw in ({"bn": 256}, {"bn": 192, "promote": False}, {"schedule": "persistent", "broken": "lax_wait"},
+               {"stages": 7}, {"schedule": "simple", "bn": 256}, {"schedule": "pingpong"}, {"out": "f16"},
+               {"cluster": 3}, {"cluster": 2, "schedule": "simple"}, {"xtile": True, "promote": False},
+               {"xtile": True, "schedule": "simple"}):
+        with pytest.raises(InputError):
+            GemmConfig(**kw)
+    assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
+    assert parse_config("") == GemmConfig()
+    assert parse_config("cluster=2,xtile=0").name == "persistent-p1-bn128-s6-c2-bf16"
+    assert parse_config("").name == "persistent-p1-bn128-s6-x-bf16"
+    with pytest.raises(InputError):
+        trace(GemmConfig(cluster=2))
+    for bad in ("bn", "bn=x", "colour=red", "promote=2"):
+        with pytest.raises(InputError):
+            parse_config(bad)
+
+
+@pytest.mark.parametrize("name", [n for n in CONFIGS if not n.startswith("broken") and CONFIGS[n].cluster == 1])
+def test_kernel_trace_passes_the_checker(name):
+    cfg = CONFIGS[name]
+    rep = check(trace(cfg, K=1024) if cfg.schedule == "simple" else trace(cfg, K=384, tiles=3))
     assert not rep.errors and not rep.warnings, [h.message for h in rep.hazards][:3]
-    # wait_group 0 after every k-block: at most one group in flight at any point
-    assert max(rep.in_flight(i) for i in range(len(rep.events))) == 1
+    flight = max(rep.in_flight(i) for i in range(len(rep.events)))
+    # simple: wait_group 0 after every k-block; persistent: the next k-block is issued before the wait
+    assert flight == (1 if cfg.schedule == "simple" else 2)
 
 
 @pytest.mark.parametrize("broken,kind", [("lax_wait", "acc_in_flight"), ("no_proxy_fence", "generic_write_async_read"),
@@ -27,24 +75,60 @@ def test_broken_kernel_variants_are_flagged(broken, kind):
     assert broken in BROKEN
     kinds = {h.kind for h in check(trace(GemmConfig(), K=1024, broken=broken)).errors}
     assert kind in kinds, kinds
+    assert kind in {h.kind for h in check(trace(GemmConfig(broken=broken), K=1024)).errors}
+
+
+def test_wide_instruction_has_the_same_numerics():
+    """bn=256 uses m64n256k32: refmodel.gemm computes each column as with m64n128k32, so reference() holds."""
+    import ml_dtypes
+
+    from gpu.record.gemm import inputs
+    from refmodel.dtypes import bits_of
+    from refmodel.numerics.gemm import gemm
+
+    a, b, _, _ = inputs(64, 256, 512, "bits", 1)
+    A = a.view(ml_dtypes.float8_e4m3fn)
+    B = np.ascontiguousarray(b.T).view(ml_dtypes.float8_e4m3fn)
+    r = [bits_of(gemm(A, B, instr=f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3")) for n in (128, 256)]
+    assert np.array_equal(r[0], r[1])
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
-@pytest.mark.parametrize("cfg", [GemmConfig(), GemmConfig(promote=False, out="f32")], ids=["promote-bf16", "plain-f32"])
-def test_kernel_assembles_for_sm90a(cfg, tmp_path):
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_kernel_assembles_for_sm90a(name, tmp_path):
     from gpu.kernels.runtime import PRELUDE
 
+    cfg = CONFIGS[name]
     src = tmp_path / "k.cu"
     src.write_text(PRELUDE + kernel_source(cfg))
     r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v",
-                        "-o", str(tmp_path / "k.cubin"), str(src)], capture_output=True, text=True)
+                        "-o", str(tmp_path / "k.cubin"), str(src)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 bytes spill stores" in r.stderr
+    assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr[-2000:]
+    regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
+    if cfg.schedule == "persistent":
+        # setmaxnreg: 128 producer threads at 24 + 256 consumer threads at 240 = 384 threads at 168
+        assert regs == 168, r.stderr[-2000:]
+        # ptxas would otherwise serialise the wgmmas (C7514/C7515) or inject waits (C7517)
+        assert not re.search(r"C751[0-9]", r.stderr), r.stderr[-2000:]
+    else:
+        assert regs <= 168
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [(256, 384, 512, "normal", True, "bf16"), (208, 400, 1024, "bits", False, "f32"),
-                                  (1008, 1040, 512, "wide", True, "f32")], ids=str)
+@pytest.mark.parametrize("case", [(256, 384, 512, "normal", True, "bf16", ""),
+                                  (208, 400, 1024, "bits", False, "f32", ""),
+                                  (1008, 1040, 512, "wide", True, "f32", ""),
+                                  (1040, 2064, 384, "normal", True, "bf16", ""),       # > 132 tiles, odd K blocks
+                                  (1040, 2064, 256, "wide", True, "f32", ""),          # even K blocks
+                                  (1040, 2064, 384, "normal", True, "bf16", "xtile=0"),
+                                  (1040, 2064, 128, "bits", True, "f32", "xtile=0"),
+                                  (1040, 2320, 640, "bits", False, "bf16", ""),        # bn=256, > 132 tiles
+                                  (1040, 2064, 384, "wide", False, "bf16", "bn=128"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "cluster=2"),    # odd row blocks: a
+                                  (1040, 2320, 640, "bits", False, "bf16", "cluster=2"),     # CTA pair half outside
+                                  (208, 400, 512, "wide", True, "f32", "cluster=2"),
+                                  (256, 384, 512, "normal", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp
 
@@ -52,8 +136,8 @@ def test_kernel_equals_refmodel_gemm(case):
     from gpu.record.gemm import inputs
     from refmodel.dtypes import bits_of
 
-    M, N, K, fam, promote, out = case
-    cfg = GemmConfig(promote=promote, out=out)
+    M, N, K, fam, promote, out, extra = case
+    cfg = parse_config(",".join(x for x in (extra, f"promote={int(promote)}", f"out={out}") if x))
     a, b, sa, sb = inputs(M, N, K, fam, 99)
     d, _ = gemm_fp8(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
     ref = bits_of(reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg))

@@ -1,6 +1,21 @@
 """A real tiled FP8 GEMM kernel for the H200 (seed §1–7 in one kernel), bit-identical to
 :func:`refmodel.gemm` with the same schedule.
 
+Two schedules (``GemmConfig.schedule``):
+
+* ``"persistent"`` (the default; :mod:`gpu.kernels.gemm_fp8_source` documents it): one CTA per SM
+  walking tiles in grouped raster order, producer/consumer register rebalancing (setmaxnreg), with
+  promotion the next K block's wgmmas run (second accumulator set) while the previous block is
+  promoted, without promotion a ``wait_group 1`` chain; tiles 128 x ``bn`` (``bn`` 128, or 256
+  without promotion, the default there); per-warpgroup TMA-store epilogue overlapping the next tile.
+* ``"simple"`` (the original kernel, and the one the ``broken`` variants modify), described below.
+
+The numerics are the same in both (per output element: per K block 4 chained k32 wgmmas, a fresh
+partial per block with promotion, one chain over K without; the wider m64n256 instruction computes
+each column as m64n128 does), so :func:`reference` is one function for every config.
+
+Simple schedule:
+
 * CTA tile 128 x 128, K blocks of 128 (one 128-byte swizzle row of e4m3);
 * one producer warpgroup (one thread issues TMA loads with the 128B swizzle into a ring of
   ``stages`` shared-memory slots, ``full``/``empty`` mbarriers), two consumer warpgroups
@@ -23,10 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refmodel.errors import InputError
-
-from gpu.kernels.layouts import TMAP_DTYPE, _SBASE, _set_smem, encode_tensor_map
+from gpu.kernels import gemm_fp8_source as _src
+from gpu.kernels.layouts import _SBASE, TMAP_DTYPE, _set_smem, encode_tensor_map
 from gpu.kernels.runtime import compile_module, require_device
+from refmodel.errors import InputError
 
 BM, BN, BK = 128, 128, 128
 GROUP_M = 8                 # row blocks per rasterisation group (L2 reuse of B)
@@ -37,27 +52,120 @@ SLOT_B = BN * BK            # 16 KiB
 OUT_TILE = BM * BN * 2      # bf16 output tile
 
 
+SMEM_MAX = 232448           # dynamic shared memory a Hopper block may opt into (227 KiB)
+SCHEDULES = ("persistent", "simple")
+XTILE_DEFAULT = True        # the default of GemmConfig.xtile with promotion in the persistent schedule
+
+
 @dataclass(frozen=True)
 class GemmConfig:
-    stages: int = 5
+    """Kernel variant.  ``stages`` (ring slots; default: 5 for "simple", as many as fit for
+    "persistent"), ``promote`` (per-K-block promotion with scales), ``out`` ("bf16" or "f32"),
+    ``broken`` (a deliberately broken variant of the simple schedule: lax_wait, no_proxy_fence,
+    early_reuse), ``schedule`` ("persistent" or "simple"; default "persistent", "simple" with
+    ``broken``), ``bn`` (tile N of the persistent schedule: 128, or 256 without promotion; default
+    128 with promotion, 256 without), ``cluster`` (persistent: 2 launches CTA pairs that share the B
+    tile through TMA multicast; experimental), ``xtile`` (persistent with promotion: the next
+    tile's first k-block is issued before the current tile's last promotion and epilogue).  Unset fields are resolved in place."""
+
+    stages: int | None = None
     promote: bool = True
     out: str = "bf16"       # "bf16" or "f32"
     broken: str | None = None   # a deliberately broken variant: lax_wait, no_proxy_fence, early_reuse
+    schedule: str | None = None
+    bn: int | None = None
+    cluster: int = 1        # persistent: 2 = CTA pairs sharing the B tile by TMA multicast
+    xtile: bool | None = None   # persistent + promote: pipeline k-blocks across tile boundaries
 
     def __post_init__(self):
         if self.out not in ("bf16", "f32"):
             raise InputError(f"out must be 'bf16' or 'f32', got {self.out!r}")
-        if not 2 <= self.stages <= 6:
-            raise InputError(f"stages must be in 2..6, got {self.stages}")
         if self.broken not in (None, "lax_wait", "no_proxy_fence", "early_reuse"):
             raise InputError(f"broken must be None, lax_wait, no_proxy_fence or early_reuse, got {self.broken!r}")
+        sched = self.schedule if self.schedule is not None else ("simple" if self.broken else "persistent")
+        if sched not in SCHEDULES:
+            raise InputError(f"schedule must be 'persistent' or 'simple', got {self.schedule!r}")
+        if self.broken and sched != "simple":
+            raise InputError("broken variants exist only for schedule='simple'")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # (frozen: resolve defaults once)
+        set_("schedule", sched)
+        if self.cluster not in (1, 2) or isinstance(self.cluster, bool):
+            raise InputError(f"cluster must be 1 or 2, got {self.cluster!r}")
+        if self.cluster == 2 and sched != "persistent":
+            raise InputError("cluster=2 needs schedule='persistent'")
+        xtile = XTILE_DEFAULT and self.promote and sched == "persistent" if self.xtile is None else bool(self.xtile)
+        if xtile and not (self.promote and sched == "persistent"):
+            raise InputError("xtile=1 needs promote=True and schedule='persistent'")
+        set_("xtile", xtile)
+        if sched == "simple":
+            if self.bn not in (None, BN):
+                raise InputError(f"schedule='simple' has bn = {BN}, got {self.bn!r}")
+            set_("bn", BN)
+            stages = 5 if self.stages is None else self.stages
+            if not isinstance(stages, int) or not 2 <= stages <= 6:
+                raise InputError(f"stages must be in 2..6, got {stages!r}")
+            set_("stages", stages)
+            return
+        bn = (128 if self.promote else 256) if self.bn is None else self.bn
+        if bn not in (128, 256):
+            raise InputError(f"bn must be 128 or 256, got {bn!r}")
+        if bn == 256 and self.promote:
+            raise InputError("bn=256 needs promote=False (two m64n256 partials plus the f32 sums exceed the registers)")
+        set_("bn", bn)
+        fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16") <= SMEM_MAX]
+        stages = fits[-1] if self.stages is None else self.stages
+        if not isinstance(stages, int) or stages not in fits:
+            raise InputError(f"stages must be in 2..{fits[-1]} for bn={bn} out={self.out}, got {stages!r}")
+        set_("stages", stages)
+
+    @property
+    def instr(self) -> str:
+        return _src.instr_for(self.bn)
 
     @property
     def smem_bytes(self) -> int:
+        if self.schedule == "persistent":
+            return _src.smem_bytes(self.stages, self.bn, self.out == "bf16")
         return 1024 + self.stages * (SLOT_A + SLOT_B) + (OUT_TILE if self.out == "bf16" else 0) + 1024
+
+    @property
+    def name(self) -> str:
+        """A short label, e.g. ``persistent-p1-bn128-s6-bf16``."""
+        b = f"-{self.broken}" if self.broken else ""
+        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "")
+        return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
+
+
+def parse_config(text: str) -> GemmConfig:
+    """A GemmConfig from ``key=value`` pairs joined by commas, e.g. ``promote=0,bn=256,stages=4``
+    (keys: stages, promote, out, broken, schedule, bn, cluster, xtile); the empty string is the default config."""
+    kw: dict = {}
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile"):
+            raise InputError(f"config items are key=value with keys stages, promote, out, broken, schedule, bn, "
+                             f"cluster, xtile; got {part!r}")
+        if k in ("stages", "bn", "cluster"):
+            if not v.isdigit():
+                raise InputError(f"{k} must be an integer, got {v!r}")
+            kw[k] = int(v)
+        elif k in ("promote", "xtile"):
+            if v not in ("0", "1", "true", "false", "True", "False"):
+                raise InputError(f"{k} must be 0 or 1, got {v!r}")
+            kw[k] = v in ("1", "true", "True")
+        else:
+            kw[k] = v
+    return GemmConfig(**kw)
 
 
 def kernel_source(cfg: GemmConfig) -> str:
+    """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
+    if cfg.schedule == "persistent":
+        return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile)
+    return _simple_source(cfg)
+
+
+def _simple_source(cfg: GemmConfig) -> str:
     d = ", ".join(f"%{i}" for i in range(64))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(64))
     wg = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %66, 0;\\n'
@@ -208,45 +316,74 @@ def _tmap(ptr: int, rows: int, cols: int, eb: int, box_rows: int, box_cols: int)
     return tm[()]
 
 
-def gemm_fp8(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfig(), timing: int = 0):
-    """D (M, N) of the kernel on the GPU.  ``a`` (M, K) and ``b_nk`` (N, K) e4m3 codes (uint8 or
-    ml_dtypes arrays, numpy or cupy); scales f32 (M, K/128) and (K/128, ceil(N/128)) when
-    ``cfg.promote``.  Returns (D on the device as a cupy array, seconds per run if ``timing``)."""
+def _sm_count(cp) -> int:
+    return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])
+
+
+def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfig()):
+    """Prepare one GEMM: returns ``(launch, D)``; ``launch()`` enqueues the kernel on the current
+    stream (no synchronisation) writing D (M, N) (bf16 bits as uint16, or f32) on the device.
+    Arguments as :func:`gemm_fp8`."""
     cp = require_device()
     A = cp.asarray(a).view(cp.uint8) if not hasattr(a, "view") or a.dtype.itemsize == 1 else None
     if A is None:
         raise InputError("a must hold 1-byte e4m3 codes")
     B = cp.asarray(b_nk).view(cp.uint8)
+    if A.ndim != 2 or B.ndim != 2:
+        raise InputError(f"a (M, K) and b_nk (N, K) must be 2-d, got {A.shape} and {B.shape}")
     M, K = A.shape
     N = B.shape[0]
-    if K % BK or B.shape[1] != K:
-        raise InputError(f"K must be a multiple of {BK} and b_nk (N, K) must match a (M, K); got a {A.shape}, b {B.shape}")
-    if M % 16 or N % 16:
-        raise InputError("M and N must be multiples of 16 (TMA row strides are 16-byte aligned for the bf16 output)")
+    if K % BK or K == 0 or B.shape[1] != K:
+        raise InputError(f"K must be a positive multiple of {BK} and b_nk (N, K) must match a (M, K); got a {A.shape}, b {B.shape}")
+    if M % 16 or N % 16 or M == 0 or N == 0:
+        raise InputError("M and N must be positive multiples of 16 (TMA row strides are 16-byte aligned for the bf16 output)")
+    A, B = cp.ascontiguousarray(A), cp.ascontiguousarray(B)
     KB, NB = K // BK, -(-N // BN)
-    sa = cp.asarray(np.ones((M, KB), np.float32) if scale_a is None else scale_a, dtype=cp.float32)
-    sb = cp.asarray(np.ones((KB, NB), np.float32) if scale_b is None else scale_b, dtype=cp.float32)
+    sa = cp.ascontiguousarray(cp.asarray(np.ones((M, KB), np.float32) if scale_a is None else scale_a, dtype=cp.float32))
+    sb = cp.ascontiguousarray(cp.asarray(np.ones((KB, NB), np.float32) if scale_b is None else scale_b, dtype=cp.float32))
     if sa.shape != (M, KB) or sb.shape != (KB, NB):
         raise InputError(f"scale_a must be (M, K/128) = {(M, KB)} and scale_b (K/128, ceil(N/128)) = {(KB, NB)}")
     if cfg.out == "bf16":
         D = cp.zeros((M, N), dtype=cp.uint16)
     else:
         D = cp.zeros((M, N), dtype=cp.float32)
+    persistent = cfg.schedule == "persistent"
     ta = _tmap(int(A.data.ptr), M, K, 1, BM, BK)
-    tb = _tmap(int(B.data.ptr), N, K, 1, BN, BK)
-    td = _tmap(int(D.data.ptr), M, N, 2, BM, 64) if cfg.out == "bf16" else ta
+    tb = _tmap(int(B.data.ptr), N, K, 1, cfg.bn // cfg.cluster, BK)
+    td = _tmap(int(D.data.ptr), M, N, 2, 64 if persistent else BM, 64) if cfg.out == "bf16" else ta
     k = compile_module(kernel_source(cfg)).get_function("gemm_fp8")
     _set_smem(k, cfg.smem_bytes)
-    grid = (NB * -(-M // BM),)
-    args = (ta, tb, td, D if cfg.out == "f32" else cp.zeros(1, cp.float32), sa, sb, np.int32(M), np.int32(N), np.int32(K))
-    k(grid, (THREADS,), args, shared_mem=cfg.smem_bytes)
+    tiles = -(-N // cfg.bn) * -(-M // BM)
+    if cfg.cluster == 2:      # CTA pairs: rows 2p and 2p+1 of one column block
+        units, sms = -(-N // cfg.bn) * -(-M // (2 * BM)), _sm_count(cp) // 2
+        grid = (2 * min(units, sms),)
+    else:
+        grid = (min(tiles, _sm_count(cp)) if persistent else tiles,)
+    dummy = cp.zeros(1, cp.float32)
+    args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa, sb, np.int32(M), np.int32(N), np.int32(K))
+    keep = (A, B, sa, sb, dummy)     # the launch closure keeps the device buffers alive
+
+    def launch():
+        k(grid, (THREADS,), args, shared_mem=cfg.smem_bytes)
+        return keep
+
+    return launch, D
+
+
+def gemm_fp8(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfig(), timing: int = 0):
+    """D (M, N) of the kernel on the GPU.  ``a`` (M, K) and ``b_nk`` (N, K) e4m3 codes (uint8 or
+    ml_dtypes arrays, numpy or cupy); scales f32 (M, K/128) and (K/128, ceil(N/128)) when
+    ``cfg.promote``.  Returns (D on the device as a cupy array, seconds per run if ``timing``)."""
+    cp = require_device()
+    launch, D = launcher(a, b_nk, scale_a, scale_b, cfg=cfg)
+    launch()
     cp.cuda.runtime.deviceSynchronize()
     secs = None
     if timing:
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
         for _ in range(timing):
-            k(grid, (THREADS,), args, shared_mem=cfg.smem_bytes)
+            launch()
         stop.record()
         stop.synchronize()
         secs = cp.cuda.get_elapsed_time(start, stop) / 1e3 / timing
@@ -254,25 +391,156 @@ def gemm_fp8(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
 
 
 def reference(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfig()) -> np.ndarray:
-    """The kernel's output as refmodel computes it (:func:`refmodel.verify.replay_gemm.kernel_reference`)."""
+    """The kernel's output as refmodel computes it (:func:`refmodel.verify.replay_gemm.kernel_reference`),
+    for every config: the schedule and tile width do not change any output's arithmetic (refmodel.gemm
+    treats an m64n256 instruction as m64n128 repeated; padding columns are independent)."""
     from refmodel.verify.replay_gemm import kernel_reference
 
     return kernel_reference(a, b_nk, scale_a, scale_b, promote=cfg.promote, out=cfg.out)
 
 
-def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = None):
-    """The event trace this kernel performs for one CTA tile (refmodel.machine.pipeline format):
-    ``cfg.stages`` ring slots of A 128x128 + B 128x128 e4m3 with the 128B swizzle, full/empty
-    mbarriers, two consumer warpgroups issuing one k-block of wgmmas per slot then
-    ``wait_group 0`` and releasing the slot, promotion after every k-block (``cfg.promote``), the
-    stmatrix + fence.proxy.async + TMA-store epilogue.  ``broken`` picks a deliberately broken
-    variant (see refmodel.machine.pipeline.BROKEN) for the checker to flag."""
+def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = None, tiles: int = 2):
+    """The event trace this kernel performs in one CTA (refmodel.machine.pipeline format).
+
+    ``cfg.schedule == "persistent"``: ``tiles`` consecutive tiles of one CTA (the ring runs on
+    across tiles), see :func:`_persistent_trace`.  ``"simple"`` (or ``broken``, which describes
+    ``GemmConfig(broken=...)``, a variant of the simple schedule): one CTA tile, ``cfg.stages`` ring
+    slots of A 128x128 + B 128x128 e4m3 with the 128B swizzle, full/empty mbarriers, two consumer
+    warpgroups issuing one k-block of wgmmas per slot then ``wait_group 0`` and releasing the slot,
+    promotion after every k-block (``cfg.promote``), the stmatrix + fence.proxy.async + TMA-store
+    epilogue.  ``broken`` picks a deliberately broken variant (see refmodel.machine.pipeline.BROKEN)
+    for the checker to flag."""
     from refmodel.machine.pipeline import gemm_mainloop_trace
 
-    if K % BK:
-        raise InputError(f"K must be a multiple of {BK}, got {K}")
+    if K % BK or K <= 0:
+        raise InputError(f"K must be a positive multiple of {BK}, got {K}")
+    broken = cfg.broken if broken is None else broken
+    if broken is not None and cfg.schedule != "simple":
+        cfg = GemmConfig(promote=cfg.promote, out=cfg.out, broken=broken)
+    if cfg.schedule == "persistent":
+        if cfg.cluster != 1:
+            raise InputError("trace() models one CTA: cluster=2 (multicast into the peer CTA) has no trace")
+        return _persistent_trace(cfg, K // BK, tiles)
     return gemm_mainloop_trace(cfg.stages, K // BK, 0 if broken != "lax_wait" else 1, 2,
                                1 if cfg.promote else None, instr=INSTR, out_bytes=2, broken=broken)
 
 
-__all__ = ["GemmConfig", "kernel_source", "gemm_fp8", "reference", "trace", "INSTR"]
+def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
+    """Events of the persistent kernel for ``tiles`` tiles of one CTA, ``KB`` k-blocks each: the
+    producer's ring of ``cfg.stages`` slots (A 128 x 128 B, B ``bn`` x 128 B) continuing across
+    tiles; per consumer warpgroup with promotion: issue k-block 0 into d0, then per k-block kb
+    issue kb+1 into the other set (d1/d0), ``wait_group 1``, release kb's slot, read kb's set and
+    write the f32 sums ``f`` (the promotion FMA), the last k-block with ``wait_group 0`` (with
+    ``cfg.xtile`` the next block may be the next tile's first, issued before the tile's last
+    promotion and epilogue; only the CTA's last block drains); without
+    promotion one chain into d with ``wait_group 1`` releasing the previous slot after each
+    commit, ``wait_group 0`` at the end; epilogue per warpgroup and 64-column chunk: named
+    barrier, stmatrix into one of its two 64 x 64 staging buffers (alternately), fence.proxy.async,
+    named barrier, TMA store of the buffer (bf16; with f32 the accumulators are read and stored
+    directly)."""
+    from refmodel.layouts.descriptor import make_descriptor
+    from refmodel.machine.pipeline import _schedule
+
+    if not isinstance(tiles, int) or not 1 <= tiles <= 16:
+        raise InputError(f"tiles must be an int in 1..16, got {tiles!r}")
+    S, bn, nacc = cfg.stages, cfg.bn, cfg.bn // 2
+    instr = cfg.instr
+    slot_b = SLOT_A + bn * 128
+    stage_out = S * slot_b
+    prod = "producer"
+    cons = ["consumer0", "consumer1"]
+    prefix = []
+    for s in range(S):
+        prefix.append({"op": "mbarrier.init", "bar": f"full{s}", "count": 1, "t": prod, "line": "init"})
+        prefix.append({"op": "mbarrier.init", "bar": f"empty{s}", "count": 2, "t": prod, "line": "init"})
+    prefix.append({"op": "bar.sync", "t": "all", "line": "init: __syncthreads after mbarrier.init"})
+    p: list[dict] = []
+    for it in range(tiles * KB):
+        s, r = it % S, it // S
+        tag = f"producer tile={it // KB} k={it % KB} slot={s}"
+        p += [{"op": "mbarrier.wait", "bar": f"empty{s}", "phase": (r & 1) ^ 1, "t": prod, "line": tag},
+              {"op": "mbarrier.arrive_expect_tx", "bar": f"full{s}", "bytes": slot_b, "t": prod, "line": tag},
+              {"op": "tma_load", "bar": f"full{s}", "smem": [[s * slot_b, s * slot_b + SLOT_A]], "t": prod,
+               "line": tag + " A"},
+              {"op": "tma_load", "bar": f"full{s}", "smem": [[s * slot_b + SLOT_A, (s + 1) * slot_b]], "t": prod,
+               "line": tag + " B"}]
+    programs = {prod: p}
+    for c, role in enumerate(cons):
+        q: list[dict] = []
+        ctr = {"issue": 0, "release": 0}
+
+        def issue(regs, tag, q=q, role=role, ctr=ctr, c=c):
+            it = ctr["issue"]
+            ctr["issue"] += 1
+            s, r = it % S, it // S
+            q.append({"op": "mbarrier.wait", "bar": f"full{s}", "phase": r & 1, "t": role, "line": tag})
+            q.append({"op": "wgmma.fence", "t": role, "line": tag})
+            for j in range(4):
+                da = make_descriptor(s * slot_b + c * 8192, swizzle="128B", rows=64, k=32, elem_bytes=1, k_step=j)
+                db = make_descriptor(s * slot_b + SLOT_A, swizzle="128B", rows=bn, k=32, elem_bytes=1, k_step=j)
+                q.append({"op": "mma_async", "id": f"i{it}.{j}", "acc": f"{regs}[0:{nacc}]", "desc_a": hex(int(da)),
+                          "desc_b": hex(int(db)), "instr": instr, "t": role, "line": tag})
+            q.append({"op": "commit_group", "t": role, "line": tag})
+
+        def release(tag, q=q, role=role, ctr=ctr):
+            s = ctr["release"] % S
+            ctr["release"] += 1
+            q.append({"op": "mbarrier.arrive", "bar": f"empty{s}", "t": role, "line": f"{tag}: release slot {s}"})
+
+        def wait(n, tag, q=q, role=role):
+            q.append({"op": "wait_group", "n": n, "t": role, "line": tag})
+
+        def epilogue(tile, final, q=q, role=role, c=c):
+            tag = f"{role} tile={tile} epilogue"
+            q.append({"op": "reg_read", "regs": final, "t": role, "line": tag + ": cvt / store the accumulators"})
+            if cfg.out != "bf16":
+                return
+            st = stage_out + c * 16384
+            for ch in range(bn // 64):
+                sync, buf = f"epi{c}.{tile}.{ch}", st + (ch % 2) * 8192
+                q.append({"op": "bar.sync", "t": role, "line": tag + ": named barrier (staging buffer free)",
+                          "_sync": sync + "a", "_with": [role]})
+                q.append({"op": "stmatrix", "smem": [[buf, buf + 8192]], "t": role, "line": tag + f" chunk {ch}"})
+                q.append({"op": "fence.proxy.async", "t": role, "line": tag})
+                q.append({"op": "bar.sync", "t": role, "line": tag + ": named barrier (staging buffer written)",
+                          "_sync": sync + "b", "_with": [role]})
+                q.append({"op": "tma_store", "smem": [[buf, buf + 8192]], "t": role,
+                          "line": tag + f": TMA store of 64-column chunk {ch}"})
+
+        sets = ("d0", "d1")
+        if cfg.promote:
+            # k-blocks (tile, kb) in issue order; without xtile the stream restarts at each tile
+            streams = ([[(t_, kb) for t_ in range(tiles) for kb in range(KB)]] if cfg.xtile else
+                       [[(t_, kb) for kb in range(KB)] for t_ in range(tiles)])
+            for blocks in streams:
+                issue("d0", f"{role} tile={blocks[0][0]} k=0")
+                for n_, (tile, kb) in enumerate(blocks):
+                    tag = f"{role} tile={tile} k={kb}"
+                    if n_ + 1 < len(blocks):
+                        issue(sets[(n_ + 1) % 2], f"{tag}: next k-block (tile={blocks[n_ + 1][0]} k={blocks[n_ + 1][1]})")
+                        wait(1, tag)
+                    else:
+                        wait(0, tag + " drain")
+                    release(tag)
+                    q += [{"op": "reg_read", "regs": f"{sets[n_ % 2]}[0:{nacc}]", "t": role,
+                           "line": tag + " promote: read the partial"},
+                          {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+                    if kb == KB - 1:
+                        epilogue(tile, f"f[0:{nacc}]")
+                        q.append({"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + ": f = 0"})
+        else:
+            for tile in range(tiles):
+                for kb in range(KB):
+                    tag = f"{role} tile={tile} k={kb}"
+                    issue("d", tag)
+                    if kb > 0:
+                        wait(1, tag)
+                        release(tag)
+                wait(0, f"{role} tile={tile} drain")
+                release(f"{role} tile={tile} drain")
+                epilogue(tile, f"d[0:{nacc}]")
+        programs[role] = q
+    return _schedule(prefix, programs)
+
+
+__all__ = ["INSTR", "GemmConfig", "gemm_fp8", "kernel_source", "launcher", "parse_config", "reference", "trace"]

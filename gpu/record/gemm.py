@@ -2,6 +2,11 @@
 record small cases as fixtures (kind ``gemm_kernel``).
 
     python -m gpu.record.gemm --out fixtures          # checks (incl. 4096^3) + fixtures
+    python -m gpu.record.gemm --check-only [--configs "" "schedule=simple" "bn=128,stages=4" ...]
+
+``--check-only`` writes nothing.  ``--configs`` runs every case under each listed kernel config
+(``gpu.kernels.gemm_fp8.parse_config`` items without promote/out, which come from the case; a case a
+config cannot run, e.g. bn=256 with promotion, is skipped); the default is the default config.
 """
 
 from __future__ import annotations
@@ -52,39 +57,51 @@ STORE = [(192, 272, 512, "normal", True, "bf16"), (128, 144, 256, "bits", False,
          (144, 160, 384, "wide", True, "f32")]
 
 
-def run(out: Path | None, log=print) -> int:
+def run(out: Path | None, log=print, configs: list[str] | None = None) -> int:
     import cupy as cp
 
+    from gpu.kernels.gemm_fp8 import gemm_fp8, parse_config, reference
+    from gpu.kernels.runtime import device_info
     from refmodel.dtypes import bits_of
+    from refmodel.errors import InputError
     from refmodel.verify.fixtures import host_provenance, write_fixture
 
-    from gpu.kernels.gemm_fp8 import GemmConfig, gemm_fp8, reference
-    from gpu.kernels.runtime import device_info
-
+    configs = [""] if not configs else configs
+    for text in configs:
+        if "promote" in text or "out=" in text:
+            raise InputError(f"--configs items take promote and out from each case; got {text!r}")
+        parse_config(text)      # fail early on a bad item
     bad_total = compared = 0
     for i, (M, N, K, fam, promote, o) in enumerate(STORE + CHECKS):
-        cfg = GemmConfig(promote=promote, out=o)
         a, b, sa, sb = inputs(M, N, K, fam, i)
-        t0 = time.time()
-        d, _ = gemm_fp8(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
-        hw = cp.asnumpy(d)
-        ref = reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
-        refb = bits_of(ref)
-        bad = int(np.count_nonzero(hw.view(refb.dtype) != refb))
-        compared += hw.size
-        bad_total += bad
-        log(f"{M}x{N}x{K} {fam:<6} promote={int(promote)} out={o}: {hw.size} outputs, {bad} mismatches "
-            f"({time.time() - t0:.1f} s)")
-        if (M, N, K, fam, promote, o) in STORE and out is not None and not bad:
-            prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.gemm"}
-            write_fixture("gemm", f"gemm_{M}x{N}x{K}_{fam}_p{int(promote)}_{o}",
-                          {"a": a, "b_nk": b, "scale_a": sa, "scale_b": sb, "d": hw.view(refb.dtype)},
-                          kind="gemm_kernel", cases=int(hw.size),
-                          meta={"M": M, "N": N, "K": K, "family": fam, "promote": promote, "out": o,
-                                "schedule": "refmodel.gemm(m64n128k32 e4m3 chain, promote_every=4 with 1x128 / "
-                                            "128x128 scales, fma)" if promote else
-                                            "refmodel.gemm(m64n128k32 e4m3 chain over all K)"},
-                          provenance=prov, root=out)
+        ref = None
+        for j, text in enumerate(configs):
+            try:
+                cfg = parse_config(",".join(x for x in (text, f"promote={int(promote)}", f"out={o}") if x))
+            except InputError as e:
+                log(f"{M}x{N}x{K} {fam:<6} promote={int(promote)} out={o} [{text or 'default'}]: skipped ({e})")
+                continue
+            t0 = time.time()
+            d, _ = gemm_fp8(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
+            hw = cp.asnumpy(d)
+            if ref is None:
+                ref = reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
+            refb = bits_of(ref)
+            bad = int(np.count_nonzero(hw.view(refb.dtype) != refb))
+            compared += hw.size
+            bad_total += bad
+            log(f"{M}x{N}x{K} {fam:<6} promote={int(promote)} out={o} [{cfg.name}]: {hw.size} outputs, {bad} mismatches "
+                f"({time.time() - t0:.1f} s)")
+            if j == 0 and (M, N, K, fam, promote, o) in STORE and out is not None and not bad:
+                prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.gemm"}
+                write_fixture("gemm", f"gemm_{M}x{N}x{K}_{fam}_p{int(promote)}_{o}",
+                              {"a": a, "b_nk": b, "scale_a": sa, "scale_b": sb, "d": hw.view(refb.dtype)},
+                              kind="gemm_kernel", cases=int(hw.size),
+                              meta={"M": M, "N": N, "K": K, "family": fam, "promote": promote, "out": o,
+                                    "schedule": "refmodel.gemm(m64n128k32 e4m3 chain, promote_every=4 with 1x128 / "
+                                                "128x128 scales, fma)" if promote else
+                                                "refmodel.gemm(m64n128k32 e4m3 chain over all K)"},
+                              provenance=prov, root=out)
     log(f"gemm kernel: {compared} outputs compared with refmodel.gemm, {bad_total} mismatches")
     return 1 if bad_total else 0
 
@@ -92,10 +109,13 @@ def run(out: Path | None, log=print) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, help="fixtures root (omit: check only)")
+    p.add_argument("--check-only", action="store_true", help="compare only, write no fixtures (overrides --out)")
+    p.add_argument("--configs", nargs="*", default=None,
+                   help="kernel configs to check, e.g. '' 'schedule=simple' 'bn=128' (default: the default config)")
     a = p.parse_args(argv)
     from refmodel.numerics.gemm import gemm  # noqa: F401  the model must exist (fail loudly)
 
-    return run(Path(a.out) if a.out else None)
+    return run(None if a.check_only or not a.out else Path(a.out), configs=a.configs)
 
 
 if __name__ == "__main__":

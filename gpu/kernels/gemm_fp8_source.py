@@ -1,0 +1,401 @@
+"""CUDA source of the persistent FP8 GEMM kernel (``GemmConfig(schedule="persistent")``, the default).
+
+* grid = min(#SMs, tiles); CTA ``b`` computes tiles ``b, b + grid, ...`` in grouped raster order
+  (GROUP_M row blocks share a column block while it is in L2);
+* 384 threads: warpgroup 0 is the producer (``setmaxnreg.dec`` to 24; one thread TMA-loads A 128x128
+  and B ``bn``x128 e4m3 tiles with the 128B swizzle into a ring of ``stages`` slots, full/empty
+  mbarriers, continuing into the next tile while the consumers run their epilogue), warpgroups 1, 2
+  are consumers (``setmaxnreg.inc`` to 240; 128 x 24 + 256 x 240 = 384 x 168, the launch budget)
+  owning rows 64c .. 64c+63 of the 128 x ``bn`` tile;
+* per K block 4 x ``wgmma.mma_async.m64n{bn}k32.f32.e4m3.e4m3`` at +32-byte K steps;
+* promote (``bn`` = 128): the partial of each K block (scale-d = 0 at its first wgmma) goes into one of
+  two register sets d0/d1 alternately; block kb+1 is issued before block kb is promoted
+  (``wait_group 1``), so the tensor core works on kb+1 while the CUDA cores compute
+  ``acc = fma(RN(sa[row, kb] * sb[kb, nb]), partial_kb, acc)`` (same order, same roundings as
+  before).  The scales of kb+1 are loaded (``ld.global.nc``) before kb's promotion needs them.
+  With ``xtile`` the k-blocks form one stream across the CTA's tiles: the next tile's first block
+  is issued before the current tile's last promotion and its epilogue;
+* no promote: one accumulator chain over all of K, ``wait_group 1`` after each K block's commit
+  releases the previous block's slot (the tensor core never drains inside a tile);
+* epilogue per consumer warpgroup, independently: bf16 ``cvt.rn.bf16x2.f32`` + ``stmatrix.x4``, 64
+  columns at a time, into one of its two 64 x 64 staging buffers (128B-swizzled) alternately,
+  ``fence.proxy.async``, named barrier, TMA store of the 64x64 box; a buffer is rewritten once the
+  store issued from it two chunks earlier has read it (``cp.async.bulk.wait_group.read 1``), so
+  stores overlap the next chunk and the next tile's mainloop.  f32: direct global stores;
+* ``cluster=2`` (experimental): ``__cluster_dims__(2, 1, 1)``, the two CTAs of a cluster take row
+  blocks 2p and 2p+1 of one column block; each producer loads its own A and one half of B, multicast
+  into both CTAs' slot (``.multicast::cluster``, both full barriers expect the whole slot); each
+  consumer releases a slot on the empty barriers of both CTAs (count 4), and a producer waits for
+  the last releases before it exits (the peer still arrives on its barriers).
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from gpu.kernels.layouts import _SBASE
+
+CONSUMER_REGS = 240
+PRODUCER_REGS = 24
+STAGE_OUT = 2 * 64 * 128 * 2          # bf16 staging: 2 consumer warpgroups x 64 rows x 128 columns
+
+
+def instr_for(bn: int) -> str:
+    return f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3"
+
+
+def _wgmma(arr: str, n: int, instr: str) -> str:
+    regs = ", ".join(f"%{i}" for i in range(n))
+    outs = ", ".join(f'"+f"({arr}[{i}])' for i in range(n))
+    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n{instr} {{{regs}}}, %{n}, %{n + 1}, '
+            f'p, 1, 1;\\n}}\\n" : {outs} : "l"(da), "l"(db), "r"(sd));')
+
+
+_BODY = Template(r"""
+struct __align__(64) TmapT { u64 v[16]; };
+#define STAGES $stages
+#define BN $bn
+#define NACC $nacc
+#define PROMOTE $promote
+#define OUT_BF16 $out_bf16
+#define SLOT_A 16384
+#define SLOT_BYTES $slot_bytes
+#define GROUP_M 8
+#define XTILE $xtile            // promote: pipeline k-blocks across tile boundaries
+#define CLUSTER $cluster          // 2: CTA pairs (tiles 2p, 2p+1 of one column block) share B by TMA multicast
+
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
+  asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}\n"
+               :: "r"(bar), "r"(phase) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ u64 desc(u32 addr) {   // K-major, 128B swizzle, SBO = 1024
+  return (u64)((addr >> 4) & 0x3FFF) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 phase) {
+  asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}\n"
+               :: "r"(bar), "r"(phase) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cta(u32 bar, u32 rank) {   // arrive on CTA `rank`'s barrier at this offset
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+               :: "r"(bar), "r"(rank) : "memory");
+}
+// grouped raster: GROUP row units share each column block while it is in L2
+__device__ __forceinline__ void tile_of(int tile, int num_m, int num_n, int group_m, int& pm, int& pn) {
+  const int group = group_m * num_n, first_m = (tile / group) * group_m;
+  const int gsz = min(num_m - first_m, group_m), r = tile % group;
+  pm = first_m + r % gsz;
+  pn = r / gsz;
+}
+__device__ __forceinline__ float ldg_f(const float* p) {
+  float v; asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p)); return v;
+}
+
+#define REGFENCE(D) _Pragma("unroll") for (int i_ = 0; i_ < NACC; ++i_) asm volatile("" : "+f"(D[i_]) :: "memory");
+
+// wait for the slot of the next k-block, issue its 4 wgmmas into D, commit; advance the ring
+#define ISSUE(D, KBX, ACCUM) do {                                                             \
+    mbar_wait(bars + 8 * s, ph);                                                             \
+    const u64 da_ = DA0 + (u64)(s * (SLOT_BYTES >> 4)), db_ = DB0 + (u64)(s * (SLOT_BYTES >> 4)); \
+    REGFENCE(D)                                                                              \
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");                                \
+    _Pragma("unroll") for (int kk = 0; kk < 4; ++kk) {                                       \
+      const u64 da = da_ + 2 * kk, db = db_ + 2 * kk;   /* +32 bytes of K: start field + 2 */ \
+      const int sd = (kk > 0) || (ACCUM);                                                    \
+      WGMMA_##D                                                                              \
+    }                                                                                        \
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");                         \
+    if (++s == STAGES) { s = 0; ph ^= 1u; }                                                  \
+  } while (0)
+
+#if CLUSTER == 2
+#define RELEASE() do { if (lt == 0) { mbar_arrive_cta(bars + 8 * (STAGES + rs), 0); mbar_arrive_cta(bars + 8 * (STAGES + rs), 1); } \
+                       if (++rs == STAGES) rs = 0; } while (0)
+#else
+#define RELEASE() do { if (lt == 0) mbar_arrive(bars + 8 * (STAGES + rs)); if (++rs == STAGES) rs = 0; } while (0)
+#endif
+
+#define WGMMA_d0 $wg_d0
+#define WGMMA_d1 $wg_d1
+
+#if PROMOTE
+// promote the partial DC of the current k-block: acc = fma(RN(sa * sb), DC, acc); DC is retired already
+#define PROMOTE_BLK(DC) do {                                                                  \
+    REGFENCE(DC)                                                                             \
+    RELEASE();                                                                               \
+    const float s0 = __fmul_rn(ca0, cb), s1 = __fmul_rn(ca1, cb);                            \
+    _Pragma("unroll") for (int i = 0; i < NACC; ++i)                                         \
+      acc[i] = __fmaf_rn(((i >> 1) & 1) ? s1 : s0, DC[i], acc[i]);                           \
+  } while (0)
+// DC holds k-block kb in flight: if there is a next block, load its scales, issue it into DN,
+// wait for DC only (wait_group 1), promote DC, ++kb; otherwise drain (wait_group 0), promote DC, leave.
+// Both arms end with the same set of groups in flight on every path (ptxas then keeps the wgmmas async).
+// XTILE: the scale rows of this thread in the tile at unit U (row offsets into sa, rows past M:
+// any finite scale, their outputs are clipped) and its B scale column (BN = 128 with promotion)
+#define TILE_SCALES(U, RO0, RO1, PN) do {                                                     \
+    int pm_;                                                                                 \
+    tile_of(U, num_mu, num_n, group_m, pm_, PN);                                             \
+    const int r_ = (pm_ * CLUSTER + (int)rank) * 128 + 64 * c + 16 * w + g;                  \
+    RO0 = min(r_, M - 1) * KB; RO1 = min(r_ + 8, M - 1) * KB;                                \
+  } while (0)
+#define TILE_STORE(U) do {                                                                    \
+    int pm_, pn_;                                                                            \
+    tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
+    epilogue(acc, (pm_ * CLUSTER + (int)rank) * 128, pn_ * BN, M, N, c, lt, out_tile, (u64)&tma_d, dout); \
+  } while (0)
+// XTILE: DC holds k-block kb of tile u in flight; the next block is kb+1 of u or block 0 of the
+// next tile.  If there is one: load its scales, issue it into DN, wait for DC only, promote DC,
+// and at a tile's end store the tile (the next block runs meanwhile) and move on; otherwise
+// drain, promote, store, leave.
+#define XSTEP(DC, DN) {                                                                       \
+    const bool last_ = (kb + 1 == KB);                                                       \
+    const int nu_ = last_ ? u + ustep : u;                                                   \
+    if (nu_ < units) {                                                                       \
+      int nro0_ = ro0, nro1_ = ro1, npn_ = pn;                                               \
+      if (last_) TILE_SCALES(nu_, nro0_, nro1_, npn_);                                       \
+      const int nkb_ = last_ ? 0 : kb + 1;                                                   \
+      const float na0 = ldg_f(sa + nro0_ + nkb_), na1 = ldg_f(sa + nro1_ + nkb_);            \
+      const float nb = ldg_f(sb + npn_ + nkb_ * NB);                                         \
+      ISSUE(DN, 0, 0);                                                                       \
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");                       \
+      PROMOTE_BLK(DC);                                                                       \
+      if (last_) {                                                                           \
+        TILE_STORE(u);                                                                       \
+        _Pragma("unroll") for (int i = 0; i < NACC; ++i) acc[i] = 0.f;                       \
+        u = nu_; ro0 = nro0_; ro1 = nro1_; pn = npn_;                                        \
+      }                                                                                      \
+      kb = nkb_; ca0 = na0; ca1 = na1; cb = nb;                                              \
+    } else {                                                                                 \
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");                       \
+      PROMOTE_BLK(DC);                                                                       \
+      TILE_STORE(u);                                                                         \
+      break;                                                                                 \
+    }                                                                                        \
+  }
+#define STEP(DC, DN) \
+    if (kb + 1 < KB) {                                                                       \
+      const float na0 = ldg_f(pa0 + kb + 1), na1 = ldg_f(pa1 + kb + 1);                      \
+      const float nb = ldg_f(psb + (long)(kb + 1) * NB);                                     \
+      ISSUE(DN, kb + 1, 0);                                                                  \
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");                       \
+      PROMOTE_BLK(DC);                                                                       \
+      ca0 = na0; ca1 = na1; cb = nb; ++kb;                                                   \
+    } else {                                                                                 \
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");                       \
+      PROMOTE_BLK(DC);                                                                       \
+      break;                                                                                 \
+    }
+#endif
+
+// per consumer warpgroup c: its 64 x BN block of the tile at (m0, n0) from the f32 values `acc`
+__device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n0, int M, int N, int c, int lt,
+                                         u32 out_tile, u64 tma_d, float* __restrict__ dout) {
+  const int w = lt / 32, l = lt % 32, g = l / 4;
+#if OUT_BF16
+  // 64-column chunks through two 64 x 64 bf16 staging buffers (8 KiB, 128B swizzle) of this
+  // warpgroup, alternately: a buffer is rewritten once the store issued from it two chunks ago has
+  // read it (wait_group.read 1 keeps the latest store running); BN / 64 is even, so every tile
+  // starts on buffer 0 with buffer 1's store the latest
+  const u32 stage = out_tile + c * 16384;
+#pragma unroll
+  for (int ch = 0; ch < BN / 64; ++ch) {
+    const u32 buf = stage + (ch & 1) * 8192;
+    if (lt == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" :: "r"(2 + c) : "memory");
+    u32 p[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p[j]) : "f"(acc[32 * ch + 2 * j + 1]), "f"(acc[32 * ch + 2 * j]));
+#pragma unroll
+    for (int sl8 = 0; sl8 < 4; ++sl8) {
+      const int mm = l / 8;
+      const int row = 16 * w + (l % 8) + 8 * (mm % 2);
+      const int col = 16 * sl8 + 8 * (mm / 2);
+      u32 a = buf + row * 128 + col * 2;
+      a ^= ((a >> 7) & 7u) << 4;
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                   :: "r"(a), "r"(p[4 * sl8]), "r"(p[4 * sl8 + 1]), "r"(p[4 * sl8 + 2]), "r"(p[4 * sl8 + 3]) : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" :: "r"(2 + c) : "memory");
+    if (lt == 0) {
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                   :: "l"(tma_d), "r"(n0 + 64 * ch), "r"(m0 + 64 * c), "r"(buf) : "memory");
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+  }
+#else
+  const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) {
+    const int row = ((i >> 1) & 1) ? r1 : r0;
+    const int col = n0 + 2 * (l % 4) + (i & 1) + 8 * (i >> 2);
+    if (row < M && col < N) dout[(long)row * N + col] = acc[i];
+  }
+#endif
+  (void)M; (void)N; (void)dout; (void)out_tile; (void)tma_d; (void)g;
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1) $cluster_attr
+gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_b, const __grid_constant__ TmapT tma_d,
+         float* __restrict__ dout, const float* __restrict__ sa, const float* __restrict__ sb,
+         int M, int N, int K)
+{
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  const u32 raw = smem_base_of(smem_raw);
+  const u32 base = (raw + 1023) & ~1023u;             // 1024-aligned: the 128B swizzle pattern
+  const u32 slots = base;                             // [stage][A 16K | B BN*128]
+  const u32 out_tile = base + STAGES * SLOT_BYTES;    // [consumer][panel 0 | panel 1] 64 rows x 128 B each
+  const u32 bars = out_tile + (OUT_BF16 ? $stage_out : 0);   // full[STAGES], empty[STAGES]
+  const int t = threadIdx.x, wgi = t / 128, lt = t % 128;
+  const int num_m = (M + 127) / 128, num_n = (N + BN - 1) / BN;
+  const int KB = K / 128;
+#if CLUSTER == 2
+  u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  const int unit0 = blockIdx.x >> 1, ustep = gridDim.x >> 1, num_mu = (num_m + 1) / 2, group_m = GROUP_M / 2;
+#else
+  const u32 rank = 0;
+  const int unit0 = blockIdx.x, ustep = gridDim.x, num_mu = num_m, group_m = GROUP_M;
+#endif
+  const int units = num_mu * num_n;
+  if (t == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(bars + 8 * s));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * (STAGES + s)), "r"(2 * CLUSTER));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+#if CLUSTER == 2
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __syncthreads();
+#endif
+  if (wgi == 0) {                                     // producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 $producer_regs;\n" ::: "memory");
+    if (t == 0) {
+      int s = 0; u32 ph = 0;
+      for (int u = unit0; u < units; u += ustep) {
+        int pm, pn;
+        tile_of(u, num_mu, num_n, group_m, pm, pn);
+        const int m0 = (pm * CLUSTER + (int)rank) * 128, n0 = pn * BN;
+        for (int kb = 0; kb < KB; ++kb) {
+          const u32 full = bars + 8 * s, sl = slots + s * SLOT_BYTES;
+#if CLUSTER == 2
+          // both CTAs' consumers must have released slot s: this producer writes B into both
+          mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES) : "memory");
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                       :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
+          // this CTA's half of B (BN/2 rows) into the same offset of both CTAs' slot, completing on both full[s]
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+                       :: "r"(sl + SLOT_A + rank * (BN / 2) * 128), "l"((u64)&tma_b), "r"(kb * 128), "r"(n0 + (int)rank * (BN / 2)),
+                          "r"(full), "h"((unsigned short)3) : "memory");
+#else
+          mbar_wait(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES) : "memory");
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                       :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
+          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                       :: "r"(sl + SLOT_A), "l"((u64)&tma_b), "r"(kb * 128), "r"(n0), "r"(full) : "memory");
+#endif
+          if (++s == STAGES) { s = 0; ph ^= 1u; }
+        }
+      }
+#if CLUSTER == 2
+      // do not exit while the peer's consumers may still arrive on this CTA's empty barriers
+      for (int i = 0; i < STAGES; ++i) {
+        mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);
+        if (++s == STAGES) { s = 0; ph ^= 1u; }
+      }
+#endif
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 $consumer_regs;\n" ::: "memory");
+  const int c = wgi - 1, w = lt / 32, l = lt % 32, g = l / 4;
+  int s = 0, rs = 0; u32 ph = 0;
+  const u64 DA0 = desc(slots + c * 8192), DB0 = desc(slots + SLOT_A);
+  float d0[NACC];
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) d0[i] = 0.f;
+#if PROMOTE
+  float d1[NACC], acc[NACC];
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) d1[i] = 0.f;
+  const int NB = (N + 127) / 128;
+#else
+#define acc d0
+#endif
+#if PROMOTE && XTILE
+  // one stream of k-blocks across this CTA's tiles: the next tile's first k-block is issued before
+  // the last one of the current tile is promoted, so the tensor core runs through the epilogue
+  int u = unit0, ro0 = 0, ro1 = 0, pn = 0;
+  if (u < units) {
+    TILE_SCALES(u, ro0, ro1, pn);
+    float ca0 = ldg_f(sa + ro0), ca1 = ldg_f(sa + ro1), cb = ldg_f(sb + pn);
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
+    ISSUE(d0, 0, 0);
+    for (int kb = 0; ; ) {
+      XSTEP(d0, d1)
+      XSTEP(d1, d0)
+    }
+  }
+#else
+  for (int u = unit0; u < units; u += ustep) {
+    int pm, pn;
+    tile_of(u, num_mu, num_n, group_m, pm, pn);
+    const int m0 = (pm * CLUSTER + (int)rank) * 128, n0 = pn * BN;
+    const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
+    (void)r1;
+#if PROMOTE
+    const float* pa0 = sa + (long)min(r0, M - 1) * KB;    // rows past M: any finite scale (their outputs are clipped)
+    const float* pa1 = sa + (long)min(r1, M - 1) * KB;
+    const float* psb = sb + pn;                            // BN = 128: one B scale column per tile
+    float ca0 = ldg_f(pa0), ca1 = ldg_f(pa1), cb = ldg_f(psb);
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
+    ISSUE(d0, 0, 0);
+    for (int kb = 0; ; ) {
+      STEP(d0, d1)
+      STEP(d1, d0)
+    }
+#else
+    for (int kb = 0; kb < KB; ++kb) {
+      ISSUE(d0, kb, kb > 0);
+      if (kb > 0) {
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        RELEASE();
+      }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    REGFENCE(d0)
+    RELEASE();
+#endif
+    epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout);
+  }
+#endif
+#if OUT_BF16
+  if (lt == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+""")
+
+
+def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False) -> str:
+    nacc = bn // 2
+    instr = instr_for(bn)
+    return _SBASE + _BODY.substitute(
+        stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
+        cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
+        slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
+        consumer_regs=CONSUMER_REGS,
+        wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote else "")
+
+
+def smem_bytes(stages: int, bn: int, out_bf16: bool) -> int:
+    """Dynamic shared memory: 1024 alignment slack + ring + bf16 staging + mbarriers."""
+    return 1024 + stages * (16384 + bn * 128) + (STAGE_OUT if out_bf16 else 0) + 1024
