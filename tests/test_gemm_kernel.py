@@ -21,9 +21,13 @@ CONFIGS = {
     "persistent-promote-f32": GemmConfig(out="f32"),
     "persistent-fast-bn256-f32": GemmConfig(promote=False, out="f32"),
     "persistent-promote-bf16-2stages": GemmConfig(stages=2),
-    "persistent-promote-bf16-noxtile": GemmConfig(xtile=False),
-    "persistent-promote-f32-noxtile": GemmConfig(out="f32", xtile=False),
-    "persistent-promote-bf16-noxtile-cluster2": GemmConfig(xtile=False, cluster=2),
+    "persistent-promote-bf16-xtile": GemmConfig(xtile=True),
+    "persistent-promote-f32-xtile": GemmConfig(out="f32", xtile=True),
+    "persistent-promote-bf16-gscales": GemmConfig(scales="global"),
+    "persistent-promote-bf16-gscales-xtile": GemmConfig(scales="global", xtile=True),
+    "persistent-promote-f32-gscales": GemmConfig(out="f32", scales="global"),
+    "persistent-promote-bf16-xtile-cluster2-gscales": GemmConfig(xtile=True, cluster=2, scales="global"),
+    "persistent-promote-bf16-xtile-cluster2": GemmConfig(xtile=True, cluster=2),
     "persistent-promote-bf16-cluster2": GemmConfig(cluster=2),
     "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
     "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
@@ -36,25 +40,30 @@ CONFIGS = {
 
 
 def test_config_defaults_and_errors():
-    assert GemmConfig() == GemmConfig(schedule="persistent", bn=128, stages=6, promote=True)
+    # scales in shared memory (the default with promotion) take 5 x 528 bytes: 5 ring slots fit, not 6
+    assert GemmConfig() == GemmConfig(schedule="persistent", bn=128, stages=5, promote=True, scales="smem", xtile=False)
+    assert GemmConfig(scales="global").stages == 6 and GemmConfig(promote=False).scales == "global"
+    assert GemmConfig(schedule="simple").scales == "global"
     assert GemmConfig(promote=False).bn == 256 and GemmConfig(promote=False).stages == 4
     assert GemmConfig(broken="lax_wait").schedule == "simple" and GemmConfig(schedule="simple").stages == 5
-    assert GemmConfig().xtile and not GemmConfig(promote=False).xtile and not GemmConfig(schedule="simple").xtile
+    assert not GemmConfig().xtile and not GemmConfig(promote=False).xtile and not GemmConfig(schedule="simple").xtile
     for cfg in CONFIGS.values():
         assert cfg.smem_bytes <= 232448, cfg
     for kw in ({"bn": 256}, {"bn": 192, "promote": False}, {"schedule": "persistent", "broken": "lax_wait"},
                {"stages": 7}, {"schedule": "simple", "bn": 256}, {"schedule": "pingpong"}, {"out": "f16"},
                {"cluster": 3}, {"cluster": 2, "schedule": "simple"}, {"xtile": True, "promote": False},
-               {"xtile": True, "schedule": "simple"}):
+               {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
+               {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
     assert parse_config("") == GemmConfig()
-    assert parse_config("cluster=2,xtile=0").name == "persistent-p1-bn128-s6-c2-bf16"
-    assert parse_config("").name == "persistent-p1-bn128-s6-x-bf16"
+    assert parse_config("cluster=2,xtile=1").name == "persistent-p1-bn128-s5-c2-x-bf16"
+    assert parse_config("").name == "persistent-p1-bn128-s5-bf16"
+    assert parse_config("scales=global,xtile=1").name == "persistent-p1-bn128-s6-x-sg-bf16"
     with pytest.raises(InputError):
         trace(GemmConfig(cluster=2))
-    for bad in ("bn", "bn=x", "colour=red", "promote=2"):
+    for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x"):
         with pytest.raises(InputError):
             parse_config(bad)
 
@@ -121,13 +130,16 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1008, 1040, 512, "wide", True, "f32", ""),
                                   (1040, 2064, 384, "normal", True, "bf16", ""),       # > 132 tiles, odd K blocks
                                   (1040, 2064, 256, "wide", True, "f32", ""),          # even K blocks
-                                  (1040, 2064, 384, "normal", True, "bf16", "xtile=0"),
-                                  (1040, 2064, 128, "bits", True, "f32", "xtile=0"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "xtile=1"),
+                                  (1040, 2064, 128, "bits", True, "f32", "xtile=1"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=global"),
+                                  (1040, 2064, 256, "wide", True, "f32", "scales=global,xtile=1"),
                                   (1040, 2320, 640, "bits", False, "bf16", ""),        # bn=256, > 132 tiles
                                   (1040, 2064, 384, "wide", False, "bf16", "bn=128"),
                                   (1040, 2064, 384, "normal", True, "bf16", "cluster=2"),    # odd row blocks: a
                                   (1040, 2320, 640, "bits", False, "bf16", "cluster=2"),     # CTA pair half outside
                                   (208, 400, 512, "wide", True, "f32", "cluster=2"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "cluster=2,xtile=1"),
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp
@@ -143,3 +155,16 @@ def test_kernel_equals_refmodel_gemm(case):
     ref = bits_of(reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg))
     hw = cp.asnumpy(d).view(ref.dtype)
     assert np.array_equal(hw, ref), f"{int(np.count_nonzero(hw != ref))} mismatches"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
+def test_scale_prep_kernel_assembles(tmp_path):
+    """scales="smem": the launcher's device transpose of scale_a (and padding of scale_b)."""
+    from gpu.kernels.gemm_fp8 import _PREP_SRC
+    from gpu.kernels.runtime import PRELUDE
+
+    src = tmp_path / "p.cu"
+    src.write_text(PRELUDE + _PREP_SRC)
+    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v",
+                        "-o", str(tmp_path / "p.cubin"), str(src)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr[-2000:]

@@ -54,7 +54,8 @@ OUT_TILE = BM * BN * 2      # bf16 output tile
 
 SMEM_MAX = 232448           # dynamic shared memory a Hopper block may opt into (227 KiB)
 SCHEDULES = ("persistent", "simple")
-XTILE_DEFAULT = True        # the default of GemmConfig.xtile with promotion in the persistent schedule
+XTILE_DEFAULT = False       # the default of GemmConfig.xtile with promotion in the persistent schedule
+SCALES_DEFAULT = "smem"     # the default of GemmConfig.scales with promotion in the persistent schedule
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,11 @@ class GemmConfig:
     ``broken``), ``bn`` (tile N of the persistent schedule: 128, or 256 without promotion; default
     128 with promotion, 256 without), ``cluster`` (persistent: 2 launches CTA pairs that share the B
     tile through TMA multicast; experimental), ``xtile`` (persistent with promotion: the next
-    tile's first k-block is issued before the current tile's last promotion and epilogue).  Unset fields are resolved in place."""
+    tile's first k-block is issued before the current tile's last promotion and epilogue), ``scales``
+    (persistent with promotion: "smem", the default: the launcher transposes scale_a to a k-block-major
+    (K/128, M padded) array on the device and the producer bulk-copies each stage's 128 A-row scales and
+    its B scale into shared memory next to the A/B slot; "global": the consumers load them from global
+    memory).  Unset fields are resolved in place."""
 
     stages: int | None = None
     promote: bool = True
@@ -76,6 +81,7 @@ class GemmConfig:
     bn: int | None = None
     cluster: int = 1        # persistent: 2 = CTA pairs sharing the B tile by TMA multicast
     xtile: bool | None = None   # persistent + promote: pipeline k-blocks across tile boundaries
+    scales: str | None = None   # persistent + promote: "smem" (staged by the producer) or "global"
 
     def __post_init__(self):
         if self.out not in ("bf16", "f32"):
@@ -97,6 +103,13 @@ class GemmConfig:
         if xtile and not (self.promote and sched == "persistent"):
             raise InputError("xtile=1 needs promote=True and schedule='persistent'")
         set_("xtile", xtile)
+        pp = self.promote and sched == "persistent"
+        scales = (SCALES_DEFAULT if pp else "global") if self.scales is None else self.scales
+        if scales not in ("smem", "global"):
+            raise InputError(f"scales must be 'smem' or 'global', got {scales!r}")
+        if scales == "smem" and not pp:
+            raise InputError("scales='smem' needs promote=True and schedule='persistent'")
+        set_("scales", scales)
         if sched == "simple":
             if self.bn not in (None, BN):
                 raise InputError(f"schedule='simple' has bn = {BN}, got {self.bn!r}")
@@ -112,7 +125,7 @@ class GemmConfig:
         if bn == 256 and self.promote:
             raise InputError("bn=256 needs promote=False (two m64n256 partials plus the f32 sums exceed the registers)")
         set_("bn", bn)
-        fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16") <= SMEM_MAX]
+        fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
         stages = fits[-1] if self.stages is None else self.stages
         if not isinstance(stages, int) or stages not in fits:
             raise InputError(f"stages must be in 2..{fits[-1]} for bn={bn} out={self.out}, got {stages!r}")
@@ -125,26 +138,27 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         if self.schedule == "persistent":
-            return _src.smem_bytes(self.stages, self.bn, self.out == "bf16")
+            return _src.smem_bytes(self.stages, self.bn, self.out == "bf16", self.scales == "smem")
         return 1024 + self.stages * (SLOT_A + SLOT_B) + (OUT_TILE if self.out == "bf16" else 0) + 1024
 
     @property
     def name(self) -> str:
         """A short label, e.g. ``persistent-p1-bn128-s6-bf16``."""
         b = f"-{self.broken}" if self.broken else ""
-        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "")
+        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + \
+            ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "")
         return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
 
 
 def parse_config(text: str) -> GemmConfig:
     """A GemmConfig from ``key=value`` pairs joined by commas, e.g. ``promote=0,bn=256,stages=4``
-    (keys: stages, promote, out, broken, schedule, bn, cluster, xtile); the empty string is the default config."""
+    (keys: stages, promote, out, broken, schedule, bn, cluster, xtile, scales); the empty string is the default config."""
     kw: dict = {}
     for part in filter(None, (x.strip() for x in text.split(","))):
         k, eq, v = part.partition("=")
-        if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile"):
+        if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile", "scales"):
             raise InputError(f"config items are key=value with keys stages, promote, out, broken, schedule, bn, "
-                             f"cluster, xtile; got {part!r}")
+                             f"cluster, xtile, scales; got {part!r}")
         if k in ("stages", "bn", "cluster"):
             if not v.isdigit():
                 raise InputError(f"{k} must be an integer, got {v!r}")
@@ -161,7 +175,8 @@ def parse_config(text: str) -> GemmConfig:
 def kernel_source(cfg: GemmConfig) -> str:
     """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
     if cfg.schedule == "persistent":
-        return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile)
+        return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile,
+                                      cfg.scales == "smem")
     return _simple_source(cfg)
 
 
@@ -309,6 +324,23 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 """
 
 
+_PREP_SRC = r"""
+extern "C" __global__ void gemm_fp8_scales(const float* __restrict__ sa, const float* __restrict__ sb,
+                                           float* __restrict__ sa_t, float* __restrict__ sb4,
+                                           int M, int KB, int NB, int MP) {
+  // sa (M, KB) -> sa_t (KB, MP) (rows >= M: 0); sb (KB, NB) -> sb4[kb, nb, 0]
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x, na = (long)KB * MP;
+  if (i < na) {
+    const int kb = (int)(i / MP), m = (int)(i % MP);
+    sa_t[i] = m < M ? sa[(long)m * KB + kb] : 0.f;
+  } else if (i < na + (long)KB * NB) {
+    const long j = i - na;
+    sb4[4 * j] = sb[j];
+  }
+}
+"""
+
+
 def _tmap(ptr: int, rows: int, cols: int, eb: int, box_rows: int, box_cols: int) -> np.void:
     raw = encode_tensor_map(ptr, (rows, cols), eb, (box_rows, box_cols), 3)
     tm = np.zeros((), TMAP_DTYPE)
@@ -360,10 +392,30 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
     else:
         grid = (min(tiles, _sm_count(cp)) if persistent else tiles,)
     dummy = cp.zeros(1, cp.float32)
-    args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa, sb, np.int32(M), np.int32(N), np.int32(K))
-    keep = (A, B, sa, sb, dummy)     # the launch closure keeps the device buffers alive
+    prep = None
+    if cfg.scales == "smem":
+        # the kernel reads sa_t (KB, MP): sa transposed k-block-major, rows M..MP-1 zero (MP a multiple of
+        # 256: every tile's, and a cluster pair's, 128-float copy is in bounds and 16-byte aligned), and
+        # sb4 (KB, NB, 4) with sb[kb, nb] at [kb, nb, 0]; both are rebuilt on the device by every launch
+        MP = -(-M // 256) * 256
+        sa_t = cp.zeros((KB, MP), cp.float32)
+        sb4 = cp.zeros((KB, NB, 4), cp.float32)
+        pk = compile_module(_PREP_SRC).get_function("gemm_fp8_scales")
+        total = KB * MP + KB * NB
+        pargs = (sa, sb, sa_t, sb4, np.int32(M), np.int32(KB), np.int32(NB), np.int32(MP))
+        pgrid = (-(-total // 256),)
+
+        def prep():
+            pk(pgrid, (256,), pargs)
+        args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa_t, sb4, np.int32(M), np.int32(N), np.int32(K))
+        keep = (A, B, sa, sb, sa_t, sb4, dummy)
+    else:
+        args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa, sb, np.int32(M), np.int32(N), np.int32(K))
+        keep = (A, B, sa, sb, dummy)     # the launch closure keeps the device buffers alive
 
     def launch():
+        if prep is not None:
+            prep()
         k(grid, (THREADS,), args, shared_mem=cfg.smem_bytes)
         return keep
 
@@ -447,6 +499,9 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
     instr = cfg.instr
     slot_b = SLOT_A + bn * 128
     stage_out = S * slot_b
+    smem_sc = cfg.scales == "smem"      # each stage's scales: a bulk copy into sc_base + s * SC_BYTES
+    sc_base = stage_out + (_src.STAGE_OUT if cfg.out == "bf16" else 0)
+    sc_b = _src.SC_BYTES
     prod = "producer"
     cons = ["consumer0", "consumer1"]
     prefix = []
@@ -459,11 +514,15 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
         s, r = it % S, it // S
         tag = f"producer tile={it // KB} k={it % KB} slot={s}"
         p += [{"op": "mbarrier.wait", "bar": f"empty{s}", "phase": (r & 1) ^ 1, "t": prod, "line": tag},
-              {"op": "mbarrier.arrive_expect_tx", "bar": f"full{s}", "bytes": slot_b, "t": prod, "line": tag},
+              {"op": "mbarrier.arrive_expect_tx", "bar": f"full{s}", "bytes": slot_b + (sc_b if smem_sc else 0),
+               "t": prod, "line": tag},
               {"op": "tma_load", "bar": f"full{s}", "smem": [[s * slot_b, s * slot_b + SLOT_A]], "t": prod,
                "line": tag + " A"},
               {"op": "tma_load", "bar": f"full{s}", "smem": [[s * slot_b + SLOT_A, (s + 1) * slot_b]], "t": prod,
                "line": tag + " B"}]
+        if smem_sc:
+            p.append({"op": "tma_load", "bar": f"full{s}", "smem": [[sc_base + s * sc_b, sc_base + (s + 1) * sc_b]],
+                      "t": prod, "line": tag + " scales (cp.async.bulk sa_t[kb, m0:m0+128], sb[kb, nb])"})
     programs = {prod: p}
     for c, role in enumerate(cons):
         q: list[dict] = []
@@ -481,6 +540,10 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                 q.append({"op": "mma_async", "id": f"i{it}.{j}", "acc": f"{regs}[0:{nacc}]", "desc_a": hex(int(da)),
                           "desc_b": hex(int(db)), "instr": instr, "t": role, "line": tag})
             q.append({"op": "commit_group", "t": role, "line": tag})
+            if smem_sc:     # this warpgroup's 64 row scales and the B scale of the slot
+                sc = sc_base + s * sc_b
+                q.append({"op": "ld_shared", "smem": [[sc + 256 * c, sc + 256 * c + 256], [sc + 512, sc + 516]],
+                          "t": role, "line": tag + ": ld.shared the k-block's scales"})
 
         def release(tag, q=q, role=role, ctr=ctr):
             s = ctr["release"] % S

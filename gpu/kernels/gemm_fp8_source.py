@@ -12,7 +12,12 @@
   two register sets d0/d1 alternately; block kb+1 is issued before block kb is promoted
   (``wait_group 1``), so the tensor core works on kb+1 while the CUDA cores compute
   ``acc = fma(RN(sa[row, kb] * sb[kb, nb]), partial_kb, acc)`` (same order, same roundings as
-  before).  The scales of kb+1 are loaded (``ld.global.nc``) before kb's promotion needs them.
+  before).  Scales (``scales_smem``, the default): the launcher transposes scale_a on the device to
+  sa_t (K/128, M padded to 256, zero rows) and pads sb to 16 bytes per (kb, nb); the producer
+  bulk-copies (``cp.async.bulk`` 1-D, counted in the stage's expect_tx) the tile's 128 floats of
+  sa_t[kb] and sb[kb, nb] into the stage's 528-byte scale area, and each consumer reads its two rows'
+  scales and sb with ``ld.shared`` right after issuing the block's wgmmas (no global loads in the
+  consumer loop).  Otherwise the scales of kb+1 are loaded (``ld.global.nc``) before kb+1 is issued.
   With ``xtile`` the k-blocks form one stream across the CTA's tiles: the next tile's first block
   is issued before the current tile's last promotion and its epilogue;
 * no promote: one accumulator chain over all of K, ``wait_group 1`` after each K block's commit
@@ -63,6 +68,8 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define GROUP_M 8
 #define XTILE $xtile            // promote: pipeline k-blocks across tile boundaries
 #define CLUSTER $cluster          // 2: CTA pairs (tiles 2p, 2p+1 of one column block) share B by TMA multicast
+#define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
+#define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + sb[kb, nb] padded to 16 B
 
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
   asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}\n"
@@ -91,6 +98,9 @@ __device__ __forceinline__ void tile_of(int tile, int num_m, int num_n, int grou
 }
 __device__ __forceinline__ float ldg_f(const float* p) {
   float v; asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p)); return v;
+}
+__device__ __forceinline__ float lds_f(u32 a) {
+  float v; asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory"); return v;
 }
 
 #define REGFENCE(D) _Pragma("unroll") for (int i_ = 0; i_ < NACC; ++i_) asm volatile("" : "+f"(D[i_]) :: "memory");
@@ -134,12 +144,23 @@ __device__ __forceinline__ float ldg_f(const float* p) {
 // Both arms end with the same set of groups in flight on every path (ptxas then keeps the wgmmas async).
 // XTILE: the scale rows of this thread in the tile at unit U (row offsets into sa, rows past M:
 // any finite scale, their outputs are clipped) and its B scale column (BN = 128 with promotion)
+#if SCALES_SMEM
+// the scales of the k-block about to be issued into slot s are read from the slot's scale area after
+// ISSUE's full-barrier wait (NEXT_PRE notes the slot, NEXT_POST reads them); nothing per tile
+#define TILE_SCALES(U, RO0, RO1, PN) do { } while (0)
+#define NEXT_PRE(EA0, EA1, EB) const u32 nsc_ = scs + s * SC_BYTES;
+#define NEXT_POST(EA0, EA1, EB) const float na0 = lds_f(nsc_ + so0), na1 = lds_f(nsc_ + so0 + 32), nb = lds_f(nsc_ + 512);
+#else
 #define TILE_SCALES(U, RO0, RO1, PN) do {                                                     \
     int pm_;                                                                                 \
     tile_of(U, num_mu, num_n, group_m, pm_, PN);                                             \
     const int r_ = (pm_ * CLUSTER + (int)rank) * 128 + 64 * c + 16 * w + g;                  \
     RO0 = min(r_, M - 1) * KB; RO1 = min(r_ + 8, M - 1) * KB;                                \
   } while (0)
+// global scales: loaded (ld.global.nc) before the next k-block is issued
+#define NEXT_PRE(EA0, EA1, EB) const float na0 = ldg_f(EA0), na1 = ldg_f(EA1), nb = ldg_f(EB);
+#define NEXT_POST(EA0, EA1, EB)
+#endif
 #define TILE_STORE(U) do {                                                                    \
     int pm_, pn_;                                                                            \
     tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
@@ -156,9 +177,9 @@ __device__ __forceinline__ float ldg_f(const float* p) {
       int nro0_ = ro0, nro1_ = ro1, npn_ = pn;                                               \
       if (last_) TILE_SCALES(nu_, nro0_, nro1_, npn_);                                       \
       const int nkb_ = last_ ? 0 : kb + 1;                                                   \
-      const float na0 = ldg_f(sa + nro0_ + nkb_), na1 = ldg_f(sa + nro1_ + nkb_);            \
-      const float nb = ldg_f(sb + npn_ + nkb_ * NB);                                         \
+      NEXT_PRE(sa + nro0_ + nkb_, sa + nro1_ + nkb_, sb + npn_ + nkb_ * NB)                  \
       ISSUE(DN, 0, 0);                                                                       \
+      NEXT_POST(sa + nro0_ + nkb_, sa + nro1_ + nkb_, sb + npn_ + nkb_ * NB)                 \
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");                       \
       PROMOTE_BLK(DC);                                                                       \
       if (last_) {                                                                           \
@@ -176,9 +197,9 @@ __device__ __forceinline__ float ldg_f(const float* p) {
   }
 #define STEP(DC, DN) \
     if (kb + 1 < KB) {                                                                       \
-      const float na0 = ldg_f(pa0 + kb + 1), na1 = ldg_f(pa1 + kb + 1);                      \
-      const float nb = ldg_f(psb + (long)(kb + 1) * NB);                                     \
+      NEXT_PRE(pa0 + kb + 1, pa1 + kb + 1, psb + (long)(kb + 1) * NB)                        \
       ISSUE(DN, kb + 1, 0);                                                                  \
+      NEXT_POST(pa0 + kb + 1, pa1 + kb + 1, psb + (long)(kb + 1) * NB)                       \
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");                       \
       PROMOTE_BLK(DC);                                                                       \
       ca0 = na0; ca1 = na1; cb = nb; ++kb;                                                   \
@@ -248,10 +269,17 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   const u32 base = (raw + 1023) & ~1023u;             // 1024-aligned: the 128B swizzle pattern
   const u32 slots = base;                             // [stage][A 16K | B BN*128]
   const u32 out_tile = base + STAGES * SLOT_BYTES;    // [consumer][panel 0 | panel 1] 64 rows x 128 B each
-  const u32 bars = out_tile + (OUT_BF16 ? $stage_out : 0);   // full[STAGES], empty[STAGES]
+  const u32 scs = out_tile + (OUT_BF16 ? $stage_out : 0);    // SCALES_SMEM: [stage][sa 512 B | sb 16 B]
+  const u32 bars = scs + (SCALES_SMEM ? STAGES * SC_BYTES : 0);   // full[STAGES], empty[STAGES]
   const int t = threadIdx.x, wgi = t / 128, lt = t % 128;
   const int num_m = (M + 127) / 128, num_n = (N + BN - 1) / BN;
   const int KB = K / 128;
+#if SCALES_SMEM
+  // sa is sa_t (KB, MP) k-block-major, rows >= M zero; sb is (KB, NB, 4), sb[kb, nb] at [kb, nb, 0]
+  const long MP = (long)((M + 255) / 256) * 256;
+  const int NBS = (N + 127) / 128;
+  (void)scs;
+#endif
 #if CLUSTER == 2
   u32 rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
@@ -286,7 +314,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #if CLUSTER == 2
           // both CTAs' consumers must have released slot s: this producer writes B into both
           mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES) : "memory");
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM ? SC_BYTES : 0)) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
           // this CTA's half of B (BN/2 rows) into the same offset of both CTAs' slot, completing on both full[s]
@@ -295,11 +323,20 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
                           "r"(full), "h"((unsigned short)3) : "memory");
 #else
           mbar_wait(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES) : "memory");
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM ? SC_BYTES : 0)) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl + SLOT_A), "l"((u64)&tma_b), "r"(kb * 128), "r"(n0), "r"(full) : "memory");
+#endif
+#if SCALES_SMEM
+          {   // this CTA's own scales (not multicast): 128 A-row scales of k-block kb, then sb[kb, nb]
+            const u32 sc = scs + s * SC_BYTES;
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 512, [%2];\n"
+                         :: "r"(sc), "l"(sa + (long)kb * MP + m0), "r"(full) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];\n"
+                         :: "r"(sc + 512), "l"(sb + ((long)kb * NBS + pn) * 4), "r"(full) : "memory");
+          }
 #endif
           if (++s == STAGES) { s = 0; ph ^= 1u; }
         }
@@ -316,6 +353,9 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 $consumer_regs;\n" ::: "memory");
   const int c = wgi - 1, w = lt / 32, l = lt % 32, g = l / 4;
+#if SCALES_SMEM
+  const u32 so0 = 4 * (64 * c + 16 * w + g);          // this thread's rows r0, r0 + 8 in a stage's scale area
+#endif
   int s = 0, rs = 0; u32 ph = 0;
   const u64 DA0 = desc(slots + c * 8192), DB0 = desc(slots + SLOT_A);
   float d0[NACC];
@@ -326,6 +366,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #pragma unroll
   for (int i = 0; i < NACC; ++i) d1[i] = 0.f;
   const int NB = (N + 127) / 128;
+  (void)NB;
 #else
 #define acc d0
 #endif
@@ -335,10 +376,12 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   int u = unit0, ro0 = 0, ro1 = 0, pn = 0;
   if (u < units) {
     TILE_SCALES(u, ro0, ro1, pn);
-    float ca0 = ldg_f(sa + ro0), ca1 = ldg_f(sa + ro1), cb = ldg_f(sb + pn);
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
+    NEXT_PRE(sa + ro0, sa + ro1, sb + pn)
     ISSUE(d0, 0, 0);
+    NEXT_POST(sa + ro0, sa + ro1, sb + pn)
+    float ca0 = na0, ca1 = na1, cb = nb;
     for (int kb = 0; ; ) {
       XSTEP(d0, d1)
       XSTEP(d1, d0)
@@ -352,13 +395,17 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
     (void)r1;
 #if PROMOTE
+#if !SCALES_SMEM
     const float* pa0 = sa + (long)min(r0, M - 1) * KB;    // rows past M: any finite scale (their outputs are clipped)
     const float* pa1 = sa + (long)min(r1, M - 1) * KB;
     const float* psb = sb + pn;                            // BN = 128: one B scale column per tile
-    float ca0 = ldg_f(pa0), ca1 = ldg_f(pa1), cb = ldg_f(psb);
+#endif
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
+    NEXT_PRE(pa0, pa1, psb)
     ISSUE(d0, 0, 0);
+    NEXT_POST(pa0, pa1, psb)
+    float ca0 = na0, ca1 = na1, cb = nb;
     for (int kb = 0; ; ) {
       STEP(d0, d1)
       STEP(d1, d0)
@@ -385,17 +432,23 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 """)
 
 
-def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False) -> str:
+def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False,
+                      scales_smem: bool = False) -> str:
     nacc = bn // 2
     instr = instr_for(bn)
     return _SBASE + _BODY.substitute(
         stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
+        scales_smem=int(bool(scales_smem and promote)),
         cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
         slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
         consumer_regs=CONSUMER_REGS,
         wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote else "")
 
 
-def smem_bytes(stages: int, bn: int, out_bf16: bool) -> int:
-    """Dynamic shared memory: 1024 alignment slack + ring + bf16 staging + mbarriers."""
-    return 1024 + stages * (16384 + bn * 128) + (STAGE_OUT if out_bf16 else 0) + 1024
+SC_BYTES = 528                        # per stage with scales in shared memory: 128 f32 A-row scales + 16 B for sb
+
+
+def smem_bytes(stages: int, bn: int, out_bf16: bool, scales_smem: bool = False) -> int:
+    """Dynamic shared memory: 1024 alignment slack + ring + bf16 staging + (scales) + mbarriers."""
+    return (1024 + stages * (16384 + bn * 128) + (STAGE_OUT if out_bf16 else 0)
+            + (stages * SC_BYTES if scales_smem else 0) + 1024)
