@@ -160,3 +160,104 @@ def replay_cutlass(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full:
                                  mma_promotion_interval=c["mma_promotion_interval"])
         total.add(_count(bits_of(got), d, c["name"], {}))
     return total
+
+
+@replayer("device_model_sparse")
+def replay_device_model_sparse(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The sparse GPU engine (gpu.kernels.sparse_runner: inputs generated on the GPU, the GPU port of the
+    model, the hardware) on every sparse form (:func:`refmodel.verify.seeded_sparse.sparse_jobs_plan`),
+    recorded on the H200 as sha256 digests of the port's and the hardware's outputs, against
+    refmodel.numerics.sparse.wgmma_sp on the inputs rebuilt by refmodel.verify.seeded_sparse (job
+    ``j``: batch ``j`` of the seed).  A job whose digest differs counts all its outputs as mismatches."""
+    from .seeded_sparse import digest, generate_sparse, model_bits
+
+    jobs = list(meta.get("jobs") or [])
+    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
+    if port.shape != (len(jobs), 32) or hw.shape != port.shape:
+        raise ValueError(f"device_model_sparse fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    total = Result(0, 0)
+    step = 1 if full else 8
+    if not full:
+        total.complete, total.scope = False, f"every {step}th of {len(jobs)} jobs"
+    for j, jb in enumerate(jobs):
+        if j % step:
+            continue
+        raw = model_bits(jb, generate_sparse(jb, meta["seed"], j, meta["tiles"]))
+        got = digest(raw)
+        what = (f"{jb['instr']} {'rs' if jb['rs'] else 'ss'} sp-sel {jb['sp_sel']} sd={int(jb['scale_d'])} "
+                f"imm={jb['imm_scale_a']},{jb['imm_scale_b']}")
+        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
+            ok = got == want.tobytes()
+            total.add(Result(raw.size, 0 if ok else raw.size,
+                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+    return total
+
+
+@replayer("device_model_layout")
+def replay_device_model_layout(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The GPU layout engine (gpu/fuzz/gpu_layout.py: wgmma through seeded random descriptors, the
+    GPU port of the descriptor addressing and of the accumulator) and the hardware, recorded on the
+    H200 as sha256 digests of the D registers of each job's defined cases
+    (:func:`refmodel.verify.seeded_layout.layout_jobs_plan`), against the CPU refmodel
+    (:func:`refmodel.verify.replay_layouts.wgmma_model`) on the cases rebuilt by
+    refmodel.verify.seeded_layout at the recorded shared base.  The cases refmodel refuses are
+    skipped and must be exactly the ones the port flagged undefined (each job's ``undefined``).
+    A job whose digest (or undefined set) differs counts all its outputs as mismatches."""
+    from .replay import check_output_arrays, meta_error
+
+    jobs = list(meta.get("jobs") or [])
+    check_output_arrays(arrays, ["port_sha256", "hw_sha256"], pattern=r"(port|hw)_sha256")
+    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
+    if not jobs or port.shape != (len(jobs), 32) or hw.shape != port.shape:
+        raise meta_error(f"device_model_layout fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    import numba
+
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)   # one small wgmma a call: more threads only add overhead (and spin under load)
+    try:
+        return _replay_layout_jobs(meta, jobs, port, hw, full)
+    finally:
+        numba.set_num_threads(threads)
+
+
+def _replay_layout_jobs(meta: dict[str, Any], jobs: list, port: np.ndarray, hw: np.ndarray, full: bool) -> Result:
+    from ..errors import InputError
+    from .replay_layouts import wgmma_model
+    from .seeded_layout import layout_cases
+
+    total = Result(0, 0)
+    step = 1 if full else 8
+    skipped = 0
+    for j, jb in enumerate(jobs):
+        if j % step:
+            continue
+        v = tuple(jb["variant"])
+        C, base = int(jb["cases"]), int(jb["base"])
+        x = layout_cases(v, meta["seed"], jb["batch"], C, size=meta["image"])
+        bases = np.full(1, base, np.uint32)
+        regs, refused = [], []
+        for i in range(C):
+            one = {k: x[k][i:i + 1] for k in ("images", "desc_a", "desc_b", "a_regs", "c_regs", "scale_d")}
+            try:
+                regs.append(wgmma_model(v, one, bases)[0])
+            except InputError:
+                refused.append(i)
+        skipped += len(refused)
+        d = np.stack(regs) if regs else np.zeros((0,) + x["c_regs"].shape[1:], np.uint32)
+        raw = np.ascontiguousarray(d.astype(np.uint32), dtype="<u4")
+        got = hashlib.sha256(raw.tobytes()).digest()
+        what = f"job {j} ({v[0]} rs={int(v[1])} trans={v[2]},{v[3]} imm={v[4]},{v[5]} batch {jb['batch']})"
+        flagged = [int(i) for i in jb["undefined"]]
+        same = refused == flagged
+        if not same:
+            total.details.append(f"{what}: refmodel refuses cases {refused[:6]} ({len(refused)}), the port "
+                                 f"flagged {flagged[:6]} ({len(flagged)}) undefined")
+        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
+            ok = same and got == want.tobytes()
+            total.add(Result(raw.size, 0 if ok else raw.size,
+                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+    checked = len(range(0, len(jobs), step))
+    total.complete = full
+    total.scope = (f"{'' if full else f'every {step}th: '}{checked} of {len(jobs)} jobs, {skipped} cases "
+                   "refmodel refuses skipped")
+    return total
