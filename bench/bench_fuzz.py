@@ -62,6 +62,7 @@ def gpu_engine(seconds: float, tiles: int, jobs=GPU_JOBS, mixed=("wgmma",)) -> d
         st = {"generate": rate(lambda: run.generate(0, 0, fams), outs),
               "hardware": rate(lambda: run.hardware(x, True), outs),
               "model": rate(lambda: run.model(x, True), outs),
+              "model_per_output_kernel": rate(lambda: run.model_per_output(x, True), outs, reps=2),
               "compare": rate(lambda: cp.nonzero((hw != model).any(axis=1))[0], outs)}
         with tempfile.TemporaryDirectory() as d:
             rep = fuzz_device(instr, seconds=seconds, seed=1, batch_tiles=tiles, out=d, rs=rs, chain=chain)

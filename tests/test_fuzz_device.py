@@ -157,6 +157,26 @@ def test_the_gathering_hardware_kernel_equals_the_host_launchers_kernel():
                 assert np.array_equal(got, want), (f.instr, rs, chain, sd)
 
 
+@pytest.mark.gpu
+def test_the_tiled_chain_port_equals_the_per_output_port_on_engine_batches():
+    """FormRunner.model (the tiled chain kernel) against FormRunner.model_per_output (the first port,
+    one thread per output, one launch per step) and the hardware, on every family, SS/RS, chains."""
+    import cupy as cp
+
+    from gpu.kernels.form_runner import FormRunner
+
+    picks = [f for f in WGMMA_FORMS if f.n in (8, 40, 128, 256)][::5]
+    for i, f in enumerate(picks):
+        for rs, chain in ((False, 1), (True, 3), (False, 17)):
+            imm = ((-1, 1) if i % 2 else (1, -1)) if f.has_imm_scale else (1, 1)
+            run = FormRunner(f, *imm, rs=rs, chain=chain)
+            x = run.generate(12, i, cp.asarray(tile_families(12, i, 7)))
+            for sd in (True, False):
+                fast, slow = cp.asnumpy(run.model(x, sd)), cp.asnumpy(run.model_per_output(x, sd))
+                assert np.array_equal(fast, slow), (f.instr, rs, chain, sd)
+                assert np.array_equal(fast, cp.asnumpy(run.hardware(x, sd))), (f.instr, rs, chain, sd)
+
+
 def test_the_kernels_accumulator_formula_is_the_fragment_layout():
     """gpu.kernels.wgmma.gather_kernel_source computes each register's (row, col) instead of reading a
     table: the formula it writes is refmodel.layouts.fragment.accumulator_layout's."""

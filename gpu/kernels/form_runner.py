@@ -9,7 +9,6 @@ wgmma of the chain, the others accumulate (as :func:`refmodel.verify.jobs.model_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -34,8 +33,8 @@ class JobTables:
     es_b: int
     img_index: np.ndarray
     acc_index: np.ndarray
-    afrag_index: Optional[np.ndarray]
-    afrag_shift: Optional[np.ndarray]
+    afrag_index: np.ndarray | None
+    afrag_shift: np.ndarray | None
 
 
 def job_tables(form: WgmmaForm, rs: bool = False, chain: int = 1) -> JobTables:
@@ -73,7 +72,7 @@ def job_tables(form: WgmmaForm, rs: bool = False, chain: int = 1) -> JobTables:
                      afrag_index, afrag_shift)
 
 
-def hardware_inputs(xp, t: JobTables, x: dict, index: Optional[dict] = None):
+def hardware_inputs(xp, t: JobTables, x: dict, index: dict | None = None):
     """(images as uint32 words (T, chain*step_bytes/4), A registers (T, chain*128*4) or a dummy, C
     registers (T, 128*d_regs)) from generated element bits ``x`` (uint32 (T, 64, chain*K), ...),
     with ``xp`` numpy or cupy; ``index``: device copies of the tables (default: ``t``'s)."""
@@ -103,8 +102,16 @@ class FormRunner:
 
         from gpu.kernels.device_model import SOURCE, WgParams, kernel_params
         from gpu.kernels.runtime import compile_module
-        from gpu.kernels.wgmma import (GATHER_KERNEL_NAME, KERNEL_NAME, LBO, SBO, THREADS, gather_kernel_source,
-                                       kernel_source, plan_stages)
+        from gpu.kernels.wgmma import (
+            GATHER_KERNEL_NAME,
+            KERNEL_NAME,
+            LBO,
+            SBO,
+            THREADS,
+            gather_kernel_source,
+            kernel_source,
+            plan_stages,
+        )
         from refmodel.layouts.descriptor import MatrixDescriptor
         from refmodel.numerics.accumulate import decode_table
 
@@ -206,7 +213,24 @@ class FormRunner:
         return a, b
 
     def model(self, x, scale_d: bool):
-        """The GPU port's D (T, 64*N) bits (uint32) for the same chain."""
+        """The GPU port's D (T, 64*N) bits (uint32) for the same chain: the tiled chain kernel of
+        :func:`gpu.kernels.device_model.model_chain_device` (operands staged in shared memory, the
+        chain kept in registers)."""
+        from gpu.kernels.device_model import model_chain_device
+
+        cp = self.cp
+        form = self.form
+        T = x["a"].shape[0]
+        K, N, L = form.k, form.n, self.chain
+        a, b = self.codes(x)
+        a = a.reshape(T, 64, L, K).transpose(0, 2, 1, 3) if L > 1 else a.reshape(T, 1, 64, K)
+        b = b.reshape(T, L, K, N)
+        c = x["c"] if scale_d else cp.zeros_like(x["c"])
+        out = model_chain_device(form, a, b, c)
+        return out.view(cp.uint32).reshape(T, -1)
+
+    def model_per_output(self, x, scale_d: bool):
+        """:meth:`model` by the first port kernel (one thread per output, one launch per chain step)."""
         cp = self.cp
         form = self.form
         T = x["a"].shape[0]
