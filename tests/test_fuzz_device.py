@@ -212,6 +212,37 @@ def test_job_tables_build_the_images_the_host_launcher_builds():
     assert checked == 4 * len(WGMMA_FORMS[::5])
 
 
+@needs_cxx
+def test_the_engines_model_inputs_give_refmodels_chain_on_the_host():
+    """FormRunner.model's operand preparation (gpu.kernels.form_runner.port_operands, run with numpy)
+    fed to the host build of the chain kernel gives refmodel's chain (refmodel.verify.jobs.model_chain)
+    bit for bit, for every family, imm scales, scale-d 0/1 and chains; and equals the inputs the host
+    wrapper builds from typed values (device_model._chain_inputs)."""
+    from gpu.kernels.device_model import _chain_host_run, _chain_inputs
+    from gpu.kernels.form_runner import port_operands
+    from refmodel.numerics.accumulate import params_for
+    from refmodel.numerics.wgmma import wgmma
+    from refmodel.verify.jobs import Job, model_chain
+
+    picks = [f for f in WGMMA_FORMS if f.n in (8, 48, 256)][::3]
+    assert {f.family for f in picks} == {"tf32", "f16", "bf16", "fp8", "int8"}
+    for i, f in enumerate(picks):
+        imm = ((-1, 1), (1, -1), (-1, -1))[i % 3] if f.has_imm_scale else (1, 1)
+        chain, sd = (1, 2, 5)[i % 3], bool(i % 2)
+        x = generate_host(f, 21, i, 7, chain=chain)
+        a4, b4, c = port_operands(np, f, imm, chain, x, sd)
+        ta, tb, tc = typed(f, x)
+        K = f.k
+        ref = _chain_inputs(f, params_for(f), [ta[..., s * K:(s + 1) * K] for s in range(chain)],
+                            [tb[..., s * K:(s + 1) * K, :] for s in range(chain)], tc, *imm, 7, f.n)
+        assert np.array_equal(a4, ref["arrays"][0]) and np.array_equal(b4, ref["arrays"][1]), f.instr
+        prepared = dict(ref, arrays=[a4, b4, np.ascontiguousarray(c).view(np.int32 if ref["int"] else np.uint32)])
+        got = _chain_host_run(prepared, None, 7, chain, K, K, f.n)
+        job = Job(f.instr, scale_d=sd, imm_scale_a=imm[0], imm_scale_b=imm[1], chain=chain)
+        want = bits_of(model_chain(wgmma, job, ta, tb, tc))
+        assert np.array_equal(got.view(np.uint32), want.astype(np.uint32).reshape(got.shape)), (f.instr, imm, chain, sd)
+
+
 def test_chains_longer_than_the_generator_keys_are_refused():
     from gpu.kernels.generator import _shapes
 

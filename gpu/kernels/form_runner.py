@@ -94,6 +94,39 @@ def hardware_inputs(xp, t: JobTables, x: dict, index: dict | None = None):
     return img, afrag, cin
 
 
+def operand_codes_xp(xp, form: WgmmaForm, imm, x: dict):
+    """A and B element bits (uint32 (T, 64, L*K), (T, L*K, N)) as the port's operand codes, with ``xp``
+    numpy or cupy: tf32's ignored low bits dropped, imm-scale -1 as a flipped sign bit (what
+    :func:`refmodel.numerics.wgmma.operand_codes` computes from typed values); int8 forms: int32 values."""
+    if form.family == "int8":
+        def signed(v, dt):
+            return v.astype(xp.uint8).view(xp.int8).astype(xp.int32) if dt == "s8" else v.astype(xp.int32)
+        return signed(x["a"], form.dtype_a), signed(x["b"], form.dtype_b)
+    p = params_for(form)
+    a, b = x["a"], x["b"]
+    if form.dtype_a == "tf32":
+        a = a >> xp.uint32(p.tf32_ignored_bits)
+    if form.dtype_b == "tf32":
+        b = b >> xp.uint32(p.tf32_ignored_bits)
+    if imm[0] == -1:
+        a = a ^ xp.uint32(operand_spec(form.dtype_a, p).sign_mask)
+    if imm[1] == -1:
+        b = b ^ xp.uint32(operand_spec(form.dtype_b, p).sign_mask)
+    return a, b
+
+
+def port_operands(xp, form: WgmmaForm, imm, chain: int, x: dict, scale_d: bool):
+    """The chain kernel's inputs (:func:`gpu.kernels.device_model.model_chain_device`) from generated
+    element bits: A codes (T, L, 64, K) (step l = A's columns l*K..), B codes (T, L, K, N), C bits
+    (T, 64, N) (zeros for scale-d = 0); ``xp`` numpy or cupy."""
+    a, b = operand_codes_xp(xp, form, imm, x)
+    T, K, N, L = x["a"].shape[0], form.k, form.n, int(chain)
+    a = xp.ascontiguousarray(a.reshape(T, 64, L, K).transpose(0, 2, 1, 3))
+    b = xp.ascontiguousarray(b.reshape(T, L, K, N))
+    c = x["c"] if scale_d else xp.zeros_like(x["c"])
+    return a, b, c
+
+
 class FormRunner:
     """Compiled kernels and index tables of one job (built once, reused by every batch)."""
 
@@ -196,38 +229,17 @@ class FormRunner:
     def codes(self, x):
         """A and B as the port's operand codes (tf32's ignored low bits dropped, imm-scale -1 as a
         flipped sign bit); int8 forms: int32 values."""
-        cp, form = self.cp, self.form
-        if self.int_form:
-            def signed(v, dt):
-                return v.astype(cp.uint8).view(cp.int8).astype(cp.int32) if dt == "s8" else v.astype(cp.int32)
-            return signed(x["a"], form.dtype_a), signed(x["b"], form.dtype_b)
-        a, b = x["a"], x["b"]
-        if form.dtype_a == "tf32":
-            a = a >> self.tf32_shift
-        if form.dtype_b == "tf32":
-            b = b >> self.tf32_shift
-        if self.imm[0] == -1:
-            a = a ^ np.uint32(self.sign_a)
-        if self.imm[1] == -1:
-            b = b ^ np.uint32(self.sign_b)
-        return a, b
+        return operand_codes_xp(self.cp, self.form, self.imm, x)
 
     def model(self, x, scale_d: bool):
         """The GPU port's D (T, 64*N) bits (uint32) for the same chain: the tiled chain kernel of
         :func:`gpu.kernels.device_model.model_chain_device` (operands staged in shared memory, the
-        chain kept in registers)."""
+        chain kept in registers), on :func:`port_operands`."""
         from gpu.kernels.device_model import model_chain_device
 
-        cp = self.cp
-        form = self.form
-        T = x["a"].shape[0]
-        K, N, L = form.k, form.n, self.chain
-        a, b = self.codes(x)
-        a = a.reshape(T, 64, L, K).transpose(0, 2, 1, 3) if L > 1 else a.reshape(T, 1, 64, K)
-        b = b.reshape(T, L, K, N)
-        c = x["c"] if scale_d else cp.zeros_like(x["c"])
-        out = model_chain_device(form, a, b, c)
-        return out.view(cp.uint32).reshape(T, -1)
+        a, b, c = port_operands(self.cp, self.form, self.imm, self.chain, x, scale_d)
+        out = model_chain_device(self.form, a, b, c)
+        return out.view(self.cp.uint32).reshape(a.shape[0], -1)
 
     def model_per_output(self, x, scale_d: bool):
         """:meth:`model` by the first port kernel (one thread per output, one launch per chain step)."""
