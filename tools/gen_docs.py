@@ -443,7 +443,6 @@ def verifier_page() -> str:
     import json
 
     demo = json.loads((ROOT / "docs" / "data" / "user_kernel_demo.json").read_text())
-    bench = (ROOT / "docs" / "data" / "bench_fuzz_h200.txt").read_text().rstrip()
     parts = []
     for bug, r in demo.items():
         label = "correct kernel" if bug == "None" else f"bug = {bug}"
@@ -503,8 +502,10 @@ when present) and prints the diff.
 wgref fuzz e4m3,bf16 --engine gpu --time 10m --out camp      # every e4m3 and bf16 dense form
 ```
 
-`--engine gpu` (`gpu/fuzz/gpu_engine.py`) keeps the whole loop on the H200. Per batch (one dense form,
-scale-d and imm scales drawn from (S, i); 8,192 n256-equivalent tiles):
+`--engine gpu` (`gpu/fuzz/gpu_engine.py`) keeps the whole loop on the H200. Per batch (one dense job:
+form, SS or RS (`--operand`), a chain of 1..128 wgmmas along K (`--chain`, drawn per batch when not
+given), scale-d and imm scales, all drawn from (S, i); 8,192 n256-equivalent single-instruction tiles,
+1/L of them for a chain of L):
 
 1. **inputs generated on the GPU** by a counter-based hash of (seed, batch, operand, tile, row,
    column), one input family per tile: `bits` (any bit pattern), `narrow` (2^-2..2^2), `wide`
@@ -512,35 +513,56 @@ scale-d and imm scales drawn from (S, i); 8,192 n256-equivalent tiles):
    subnormal, one element in 8), `cancel` (pairs of products that cancel exactly, one in 16 off by
    an ulp), `zero`, `subnormal`. The same C++ compiles for the host, and
    `refmodel.verify.seeded` is the same generator in numpy: any batch can be rebuilt on a CPU;
-2. **the hardware**: shared-memory images and accumulator registers gathered on the GPU, one
-   wgmma per tile;
+2. **the hardware**: one warpgroup per tile builds its shared-memory images (K-major, no swizzle),
+   its RS A registers and its accumulator registers from the element arrays itself
+   (`gpu.kernels.wgmma.gather_kernel_source`), runs the chain and writes D per element;
 3. **the model**: `gpu/kernels/device_model.py`, refmodel's fused-sum formulas written as integer C++,
-   on the CUDA cores;
+   on the CUDA cores: the tiled chain kernel (`model_chain_device`: a tile's decoded operands staged in
+   shared memory, 4 x 8 outputs per thread, the chain kept in registers);
 4. **the comparison** on the GPU. Only tiles with a differing output come back; the CPU refmodel
    re-checks them and stays the arbiter: a mismatch is reported only where the CPU refmodel also
    differs from the hardware; where it agrees with the hardware, the GPU port was wrong and the
    campaign reports a *port disagreement* (a wgref bug, and the merge fails on it).
 
-How the GPU port is checked: `tests/test_device_model.py` and `tests/test_fuzz_device.py` build
-it for the host and compare it with refmodel on all 528 dense forms × every input family of both
-fuzzers (and the 528 sparse forms), with scale-d and imm-scale varied; the fixture
-`fixtures/device_model/forms.npz` holds, for all 528 dense forms × 7 families, the sha256 of the
-outputs of the GPU port *as built and run on the H200* and of the hardware (30,621,696 outputs each,
-`python -m gpu.record.device_model`); `wgref verify` rebuilds the inputs in numpy, runs the CPU
-refmodel and compares digests. A gpu-marked test plants a wrong hardware output and checks the
-campaign reports exactly it.
+The same loop exists for the other families:
 
-Throughput on the H200 (16 cores), both engines measured in the same run by `bench/bench_fuzz.py`
-(the GPU engine's kernels for every form it can draw are built first; that time is printed apart):
-
-```text
-{bench}
+```sh
+wgref fuzz sparse --engine gpu --time 10m       # all 528 sparse forms: legal and any-nibble metadata, sp-sel
+wgref fuzz layout --engine gpu --time 10m       # random legal and near-illegal descriptors over a 16 KiB image
 ```
 
-The CPU engine (`--engine cpu`, the default) draws richer jobs (RS operands, chains of up to 4
-instructions, the CPU fuzzer's families, shrinking of the first mismatch to a minimal reproducer);
-the GPU engine trades those for rate: single instructions, SS operands, no shrinking (the
-mismatching tiles are saved as `mismatch_batch*.npz`).
+* **sparse** (`gpu/fuzz/gpu_sparse.py`, `gpu/kernels/sparse_runner.py`): compressed A, B, C, the
+  metadata nibbles (legal 2:4 / 1:2, or any 4-bit nibble in about one tile in four) and the garbage in
+  the metadata lanes no thread reads, generated on the GPU; the port of `kept_positions` gives each
+  row's B rows (a dropped element contributes +0); the first real mismatch is shrunk on the hardware
+  and saved for `wgref replay`. Host tests hold it equal to `refmodel.wgmma_sp` on all 528 forms; it
+  has not run on the H200 yet.
+* **layout** (`gpu/fuzz/gpu_layout.py`, `gpu/kernels/desc_gather.py`): the descriptor kinds of
+  `refmodel.verify.layout_cases` (every swizzle mode, both majors where imm-trans allows, dense and
+  wrong LBO/SBO, starts on the pattern, at 32-byte K steps, anywhere or flush with the image end, base
+  offsets 0..7) drawn on the GPU; a C++ port of the descriptor decode and swizzle addressing gathers
+  the operands. Cases refmodel refuses (reserved bits, a read outside the image) are flagged
+  *undefined*, run with a safe descriptor on the hardware and never compared; a sample of them goes
+  to the CPU refmodel each batch, which must refuse them too.
+
+How the GPU ports are checked: `tests/test_device_model.py`, `tests/test_fuzz_device.py`,
+`tests/test_gpu_sparse.py` and `tests/test_gpu_layout.py` build them for the host and compare with
+refmodel on all 528 dense forms × every input family (chains, scale-d, imm scales), all 528 sparse
+forms and every layout variant; the fixture `fixtures/device_model/forms.npz` holds, for all 528 dense
+forms × 7 families, the sha256 of the outputs of the GPU port *as built and run on the H200* and of
+the hardware (30,621,696 outputs each, `python -m gpu.record.device_model`); `wgref verify` rebuilds the
+inputs in numpy, runs the CPU refmodel and compares digests. The same digests for RS operands and
+chains (`--jobs`), the sparse forms (`gpu.record.device_model_sparse`) and the layout family
+(`gpu.record.device_model_layout`) have replayers and numpy twins of their generators
+(`refmodel.verify.seeded_sparse`, `seeded_layout`) but are not recorded yet. gpu-marked tests plant a
+wrong hardware output and check each campaign reports exactly it.
+
+Throughput on the H200, stage by stage and end to end: `docs/performance.md` (from `bench/bench_fuzz.py`,
+`bench/bench_port.py`, `bench/bench_layout_gpu.py`).
+
+The CPU engine (`--engine cpu`, the default) adds the CPU fuzzer's families and shrinks the first
+mismatch of a dense job to a minimal reproducer; the dense GPU engine saves the mismatching tiles as
+`mismatch_batch*.npz`.
 
 Campaigns across processes, GPUs and hosts (`--shard`, `--devices`, `wgref merge`, Slurm and Ray):
 `docs/campaigns.md`.

@@ -22,8 +22,26 @@ def performance_page() -> str:
         f"{g['sample'][m]['mismatches']} of {g['sample'][m]['checked']:,} |" for m in ("promote_4", "promote_none"))
     tc = "\n".join(f"| `torch._scaled_mm` {m} | {v['seconds'] * 1e3:.3f} ms | {v['products_per_s']:.3g} | "
                    f"{v['outputs_differing_from_golden']:,} of {g['size'] ** 2:,} |" for m, v in g["tensor_core"].items())
-    kern = "\n".join(f"| {r['n']}^3 | {r['mode']} | {r['ours_tflops']:.0f} | {r['cublas_tflops']:.0f} | {r['ratio']:.2f} |"
-                     for r in k)
+    kern = "\n".join(f"| {r['n']}^3 | {r['mode']} | `{r.get('config', 'simple')}` | {r['ours_tflops']:.0f} | "
+                     f"{r['cublas_tflops']:.0f} | {r['ratio']:.2f} |" for r in k)
+    fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_first_port.json")
+    fuzz_rows = "\n".join(
+        f"| {job} | {v['stages_outputs_per_s']['generate'] / 1e9:.1f} | {v['stages_outputs_per_s']['hardware'] / 1e9:.1f} | "
+        f"{v['stages_outputs_per_s']['model'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
+        f"{v['end_to_end_instr_outputs_per_s'] / 1e9:.2f} | {v['mismatches']} / {v['port_disagreements']} |"
+        for job, v in fz["jobs"].items() if "stages_outputs_per_s" in v)
+    mixed = fz["jobs"]["wgmma (rs, chain drawn)"]
+    pt = _load("bench/results/fuzz_gpu_h200/port_chain_kernel_vs_per_output.json")
+    port_rows = "\n".join(
+        f"| {r['instr'].split('aligned.')[1]} | {r['old_G_outputs_per_s']:.1f} | {r['new_G_outputs_per_s']:.1f} | "
+        f"{r['new_chain4_G_step_outputs_per_s']:.1f} | {r['hw_G_outputs_per_s']:.0f} | {r['new_products_per_s']:.3g} | "
+        f"{r['new_vs_old_mismatches']} / {r['new_vs_hw_mismatches']} |" for r in pt["results"])
+    ly = _load("bench/results/fuzz_gpu_h200/layout_gpu.json")
+    lay_rows = "\n".join(
+        f"| {v['variant'][0].split('aligned.')[1]} | {'RS' if v['variant'][1] else 'SS'} | {v['variant'][2]}{v['variant'][3]} | "
+        f"{v['stage_g_outputs_per_s']['model']:.1f} | {v['end_to_end_g_outputs_per_s']:.2f} | {v['campaign']['outputs']:,} | "
+        f"{v['campaign']['undefined']:,} | {v['campaign']['mismatches']} / {v['campaign']['port_disagreements']} |"
+        for v in ly["variants"])
     m = c["machine"]
     return f"""# Performance
 
@@ -61,7 +79,48 @@ Ratios in that run: fast / int = {c['ratio_fast_to_int']:.2f}, fast / float64 BL
 
 ## The FP8 GEMM kernel vs cuBLAS (`bench/bench_gemm_kernel.py`, H200)
 
-| shape | mode | ours TFLOP/s | `torch._scaled_mm` TFLOP/s | ratio |
-|---|---|---|---|---|
+| shape | mode | config | ours TFLOP/s | `torch._scaled_mm` TFLOP/s | ratio |
+|---|---|---|---|---|---|
 {kern}
+
+Config names and the bit check of the same run: docs/pipeline.md §8. Fast mode is ahead of cuBLAS at both
+sizes; precise mode is not (about 0.77x).
+
+## The GPU fuzz engine (`bench/bench_fuzz.py --engine gpu`, {fz['device']['device']})
+
+Dense jobs with RS operands and chains (`wgref fuzz … --engine gpu --operand rs --chain L`): stages
+alone and the campaign end to end ({fz['seconds']} s a job), G outputs/s. *Outputs* are the final
+accumulator elements compared; *instruction outputs* count each wgmma of a chain (outputs × L). This
+run used the first GPU port (one thread per output) and the staged hardware path; both have since been
+replaced (below) and the end-to-end rates have not been re-measured with the new ones.
+
+| job | generate | hardware | model | end to end | end to end, instruction outputs | mismatches / port disagreements |
+|---|---|---|---|---|---|---|
+{fuzz_rows}
+
+Every dense form with RS and the chain drawn per batch (1..128): {mixed['end_to_end_outputs_per_s'] / 1e9:.2f}
+G outputs/s, {mixed['instr_outputs']:,} instruction outputs, {mixed['mismatches']} mismatches,
+{mixed['port_disagreements']} port disagreements.
+
+The port of the accumulator (`bench/bench_port.py`; `FormRunner.model_per_output`, the first port, vs the tiled
+chain kernel `gpu.kernels.device_model.model_chain_device`, now `FormRunner.model`; the hardware column is
+`FormRunner.hardware`, which builds its shared-memory images and registers inside the kernel), G outputs/s:
+
+| form | first port | chain kernel | chain kernel, chain 4 (per step) | hardware | products/s | mismatches: new vs first / new vs hardware |
+|---|---|---|---|---|---|---|
+{port_rows}
+
+The layout family (`bench/bench_layout_gpu.py`, `wgref fuzz layout --engine gpu`; variant, operand source,
+imm-trans; the model stage is the first port):
+
+| variant | A | trans | model G/s | end to end G outputs/s | outputs compared | undefined cases (not compared) | mismatches / port disagreements |
+|---|---|---|---|---|---|---|---|
+{lay_rows}
+
+All variants mixed: {ly['gpu_mixed']['g_outputs_per_s']:.2f} G outputs/s ({ly['gpu_mixed']['outputs']:,} outputs,
+{ly['gpu_mixed']['mismatches']} mismatches, {ly['gpu_mixed']['port_disagreements']} port disagreements); the CPU
+engine (`fuzz_layout`) in the same run: {ly['cpu_engine']['outputs_per_second'] / 1e6:.2f} M outputs/s.
+
+The sparse family's GPU engine (`wgref fuzz sparse --engine gpu`, `bench/bench_sparse_gpu.py`) has host
+tests on all 528 forms but has not run on the H200 yet: no number here.
 """
