@@ -366,3 +366,44 @@ def test_error_vs_k_validation():
         error_vs_k(dist="cauchy")
     with pytest.raises(InputError, match="n must be a positive multiple of the instruction's N = 128, got 16"):
         error_vs_k(n=16)
+
+
+def test_fma_f32_fast_path_equals_the_exact_path():
+    """refmodel.numerics.promotion.fma_f32 returns RN32(s) of the float64 sum when s is not on a float32
+    rounding boundary; on 2 million float32 triples (random exponents, cancellation, constructed float32
+    midpoints, subnormal and overflowing results) it equals the always-exact path bit for bit."""
+    import numba
+
+    from refmodel.numerics.promotion import fma_f32 as fast, fma_f32_exact as exact
+
+    @numba.njit(cache=False)
+    def run(x, y, z, out_fast, out_exact):
+        for i in range(x.size):
+            out_fast[i] = fast(np.float64(x[i]), np.float64(y[i]), np.float64(z[i]))
+            out_exact[i] = exact(np.float64(x[i]), np.float64(y[i]), np.float64(z[i]))
+
+    rng = np.random.default_rng(31)
+    n = 2_000_000
+    bits = rng.integers(0, 1 << 32, (3, n), dtype=np.uint64).astype(np.uint32)
+    x, y, z = (b.view(np.float32) for b in bits)
+    x = np.where(np.isfinite(x), x, np.float32(1.5))
+    y = np.where(np.isfinite(y), y, np.float32(-3.0))
+    z = np.where(np.isfinite(z), z, np.float32(0.25))
+    k = n // 4
+    # cancellation: z = -RN32(x*y) (+ an ulp): results far below both operands
+    z[:k] = (-(x[:k].astype(np.float64) * y[:k])).astype(np.float32)
+    z[k:2 * k:2] = np.nextafter(z[k:2 * k:2], np.float32(np.inf))
+    # midpoints: x = 1, y = an odd multiple of half z's ulp (small), so x*y + z is a float32 tie
+    e = rng.integers(-120, 120, k)
+    zz = (np.ldexp(1.0, e) * (1 + rng.integers(0, 1 << 23, k) / 2.0 ** 23)).astype(np.float32)
+    ulp = np.ldexp(1.0, e - 23)
+    x[2 * k:3 * k] = 1.0
+    y[2 * k:3 * k] = ((2 * rng.integers(0, 64, k) + 1) * ulp / 2).astype(np.float32)
+    z[2 * k:3 * k] = zz
+    # small exponents: subnormal results; large: overflow
+    x[3 * k:] = np.ldexp(x[3 * k:].astype(np.float64), -60).astype(np.float32)
+    z[3 * k::3] = np.float32(3.0e38)
+    f, ex = np.empty(n, np.float32), np.empty(n, np.float32)
+    run(x, y, z, f, ex)
+    assert np.array_equal(f.view(np.uint32), ex.view(np.uint32))
+    assert (np.abs(ex[2 * k:3 * k].astype(np.float64) - zz) > 0).mean() > 0.9   # the midpoints were real

@@ -230,8 +230,8 @@ def test_the_device_text_parses_with_cuda_qualifiers():
     import tempfile
     from pathlib import Path
 
-    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n#define __shared__ static\n"
-            "#define __launch_bounds__(x)\nstruct wg_dim3 { int x, y, z; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n"
+    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n#define __shared__\n"
+            "#define __launch_bounds__(...)\n#define __align__(n)\nstruct wg_dim3 { int x, y, z; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n"
             "static void __syncthreads() {}\n")
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     with tempfile.TemporaryDirectory() as d:

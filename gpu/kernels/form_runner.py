@@ -137,7 +137,6 @@ class FormRunner:
         from gpu.kernels.runtime import compile_module
         from gpu.kernels.wgmma import (
             GATHER_KERNEL_NAME,
-            KERNEL_NAME,
             LBO,
             SBO,
             THREADS,
@@ -154,13 +153,12 @@ class FormRunner:
         self.acc_w = FORMATS[form.dtype_d][2]
         self.utype = {16: cp.uint16, 32: cp.uint32}[self.acc_w]
         self.plan = plan_stages(form, self.chain, self.rs)
-        mod = compile_module(kernel_source(form, rs=self.rs, chain=self.chain, imm_scale_a=imm_scale_a,
-                                           imm_scale_b=imm_scale_b))
-        self.hw = mod.get_function(KERNEL_NAME)
+        self._staged_source = kernel_source(form, rs=self.rs, chain=self.chain, imm_scale_a=imm_scale_a,
+                                            imm_scale_b=imm_scale_b)
+        self._hw = None          # the launcher's kernel, compiled when hardware_staged is first called
         self.hw_gather = compile_module(gather_kernel_source(form, rs=self.rs, chain=self.chain, imm_scale_a=imm_scale_a,
                                                              imm_scale_b=imm_scale_b)).get_function(GATHER_KERNEL_NAME)
         if self.plan.smem_bytes > 48 * 1024:
-            self.hw.max_dynamic_shared_size_bytes = self.plan.smem_bytes
             self.hw_gather.max_dynamic_shared_size_bytes = self.plan.smem_bytes
         self.threads = THREADS
         self.desc = MatrixDescriptor(0, LBO, SBO).encode()
@@ -220,7 +218,14 @@ class FormRunner:
         T = x["a"].shape[0]
         img, afrag, cin = hardware_inputs(cp, self.tables_np, x, self.index)
         dout = cp.zeros_like(cin)
-        self.hw((T,), (self.threads,), (img, afrag, cin, dout, np.uint64(self.desc), np.uint64(self.desc),
+        if self._hw is None:
+            from gpu.kernels.runtime import compile_module
+            from gpu.kernels.wgmma import KERNEL_NAME
+
+            self._hw = compile_module(self._staged_source).get_function(KERNEL_NAME)
+            if self.plan.smem_bytes > 48 * 1024:
+                self._hw.max_dynamic_shared_size_bytes = self.plan.smem_bytes
+        self._hw((T,), (self.threads,), (img, afrag, cin, dout, np.uint64(self.desc), np.uint64(self.desc),
                                        np.int32(1 if scale_d else 0)), shared_mem=self.plan.smem_bytes)
         d = cp.empty((T, 64 * self.form.n), self.utype)
         d[:, self.acc_index] = dout.view(self.utype)
