@@ -21,7 +21,8 @@ for step in "$@"; do
       timeout 200 python bench/bench_fuzz.py --engine gpu --seconds 3 --json $OUT/fuzz_gpu.json 2>&1 | tail -20 | tee $OUT/fuzz_gpu.txt ;;
     sparse)
       timeout 200 python -m pytest -q -m gpu --require-gpu tests/test_gpu_sparse.py -k "device_sparse or host or parses or refuses" 2>&1 | tail -6 | tee $OUT/sparse_tests.txt
-      timeout 200 python bench/bench_sparse_gpu.py --seconds 4 --cpu-seconds 3 --json $OUT/sparse_gpu.json 2>&1 | tail -14 | tee $OUT/sparse_gpu.txt ;;
+      timeout 200 python bench/bench_sparse_gpu.py --seconds 4 --cpu-seconds 3 --json $OUT/sparse_gpu.json 2>&1 | tail -14 | tee $OUT/sparse_gpu.txt
+      timeout 120 python bench/bench_sparse_gpu.py --seconds 4 --cpu-seconds 1 --model-kernel chain --json $OUT/sparse_gpu_chain.json 2>&1 | tail -14 | tee $OUT/sparse_gpu_chain.txt ;;
     layout)
       timeout 200 python -m pytest -q -m gpu --require-gpu tests/test_gpu_layout.py 2>&1 | tail -4 | tee $OUT/layout_tests.txt
       timeout 200 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 2 --json $OUT/layout_gpu.json 2>&1 | tail -20 | tee $OUT/layout_gpu.txt ;;

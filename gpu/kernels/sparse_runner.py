@@ -258,11 +258,9 @@ class SparseRunner:
             self._k = {n: gen.get_function(n) for n in ("wgref_gen", "wgref_sp_meta", "wgref_sp_garbage",
                                                         "wgref_sp_pos", "wgref_sp_regs")}
             mm = compile_module(SOURCE)
+            self._model_mod = mm
             self._k["fdpa"] = mm.get_function("wgref_wgmma_model")
             self._k["int"] = mm.get_function("wgref_int_model")
-            if model_kernel == "chain":
-                self._k.update({n: mm.get_function(n) for n in ("wgref_model_chain_sparse", "wgref_model_chain_sparse_wide",
-                                                                "wgref_int_model_chain")})
             self.hw = compile_module(src_hw).get_function("wgmma_sp_kernel")
             _set_smem(self.hw, self.size)
         else:
@@ -450,7 +448,7 @@ class SparseRunner:
     def sp_model_chain(self, acodes, bcodes, pos, cbits):
         """:meth:`sp_model`'s contract on gpu.kernels.device_model's tiled chain kernels (one step, L = 1:
         ``wgref_model_chain_sparse[_wide]`` / ``wgref_int_model_chain`` with pos; grid, block and shared
-        memory as that source's comment gives them)."""
+        memory from :func:`gpu.kernels.device_model.launch_model_chain`)."""
         xp = self.xp
         T, kc, K, N = int(acodes.shape[0]), self.kc, self.K, self.N
         out = xp.empty((T, 64, N), xp.uint32)
@@ -465,21 +463,14 @@ class SparseRunner:
                 lib.wgref_model_chain_host(_p(acodes), _p(bcodes), _p(pos), _p(cbits), _p(out), *map(int, dims),
                                            *[_p(v) for v in self._tables_np], ctypes.byref(self.wgp))
             return out
-        from gpu.kernels.layouts import _set_smem
+        from gpu.kernels.device_model import launch_int_model_chain, launch_model_chain
 
-        ncg = min(N // 8, 8)
-        bn = 8 * ncg
-        nblk = -(-N // bn)
-        smem = 4 * (2 * kc * 64 + 2 * (K + 1) * bn + 2 * 64 + 2 * bn + 64 * kc)
         if self.int_form:
-            k = self._k["wgref_int_model_chain"]
-            args = (acodes, bcodes, pos, cbits, out.view(xp.int32), *dims, np.int32(self.clamp))
+            launch_int_model_chain(self._model_mod, acodes, bcodes, pos, cbits, out.view(xp.int32), T, 1, 64, kc, K, N,
+                                   bool(self.clamp))
         else:
-            wide = (kc << (self.wgp.F + 2)) > (1 << 31)
-            k = self._k["wgref_model_chain_sparse_wide" if wide else "wgref_model_chain_sparse"]
-            args = (acodes, bcodes, pos, cbits, out, *dims, *self.tables, self.pv)
-        _set_smem(k, smem)
-        k((T * nblk,), (16 * ncg,), args, shared_mem=smem)
+            launch_model_chain(self._model_mod, acodes, bcodes, pos, cbits, out, T, 1, 64, kc, K, N, self.tables,
+                               self.pv, F=self.wgp.F)
         return out
 
     def model(self, x) -> Any:
