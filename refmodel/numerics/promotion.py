@@ -63,41 +63,11 @@ def _add_round_odd(a, b):
 
 
 @numba.njit(cache=True)
-def fma_f32_exact(x, y, z):
-    """RN32(x * y + z) with one rounding, always by the error-free path (Dekker product, Knuth sum,
-    round-to-odd in float64): the reference :func:`fma_f32`'s fast path is tested against."""
-    if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
-        return np.float32(x * y + z)
-    uh, ul = _two_prod(x, y)
-    th, tl = _two_sum(z, uh)
-    v = _add_round_odd(tl, ul)
-    w = _add_round_odd(th, v)
-    if w == 0.0:
-        return np.float32(uh + z)
-    return np.float32(w)
-
-
-@numba.njit(cache=True)
 def fma_f32(x, y, z):
     """RN32(x * y + z) with one rounding.  ``x``: a float64 with at most 48 significant
     bits (a float32, or the exact product of two); ``y``, ``z``: float32 values."""
     if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
         return np.float32(x * y + z)  # IEEE NaN / Inf rules; x*y cannot overflow float64
-    if np.float64(np.float32(x)) == x:
-        # fast path: x*y is exact in float64 (24 + 24 bits), so x*y + z == s + e exactly (two_sum).
-        # RN32(s) is RN32(x*y + z) unless s lies on a float32 rounding boundary (a midpoint, where
-        # the float64 rounding may have crossed it): there |s - RN32(s)| is half a float32 ulp, a
-        # power of two, and the exact path below decides.
-        s, e = _two_sum(x * y, z)
-        t = np.float32(s)
-        if e == 0.0 or np.float64(t) == s:
-            if np.isfinite(t) and not (s == 0.0 and e == 0.0):
-                return t
-        else:
-            d = abs(s - np.float64(t))            # exact (Sterbenz): s and t are within a factor 2
-            m, _ = math.frexp(d)
-            if np.isfinite(t) and m != 0.5:       # not a power of two: not a midpoint
-                return t
     uh, ul = _two_prod(x, y)
     th, tl = _two_sum(z, uh)
     v = _add_round_odd(tl, ul)
