@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--variants", default="", help="comma-separated indices into WGMMA_VARIANTS (default all)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--model-kernel", default="per_output", choices=("per_output", "chain"),
+                    help="the port kernel of the model stage (gpu.kernels.layout_runner.LayoutRunner)")
     a = ap.parse_args(argv)
 
     import cupy as cp
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
     for vi in idx:
         v = WGMMA_VARIANTS[vi]
         t0 = time.time()
-        run = LayoutRunner(v)
+        run = LayoutRunner(v, model_kernel=a.model_kernel)
         compile_s = time.time() - t0
         C = cases_for(v, a.batch)
         x = run.generate(0, 0, C)
@@ -68,7 +70,8 @@ def main(argv=None) -> int:
                   "model": _timed(cp, lambda: run.model(x), a.reps),
                   "compare": _timed(cp, compare, a.reps)}
         with tempfile.TemporaryDirectory() as d:
-            rep = fuzz_layout_device("layout", seconds=a.seconds, seed=1, batch=a.batch, out=d, variants=[v])
+            rep = fuzz_layout_device("layout", seconds=a.seconds, seed=1, batch=a.batch, out=d, variants=[v],
+                                     model_kernel=a.model_kernel)
         row = {"variant": list(v), "cases_per_batch": C, "outputs_per_batch": outs,
                "stage_g_outputs_per_s": {k: outs / t / 1e9 for k, t in stages.items()},
                "stage_seconds": stages, "stages_sum_g_outputs_per_s": outs / sum(stages.values()) / 1e9,
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
     cpu_rate = cpu.outputs / cpu.seconds if cpu.seconds else 0.0
     print(f"CPU engine fuzz_layout: {cpu_rate / 1e6:.1f} M outputs/s ({cpu.outputs} outputs, {cpu.mismatches} mismatches)")
     all_gpu = fuzz_layout_device("layout", seconds=max(a.seconds, 5.0), seed=2, batch=a.batch,
-                                 out=tempfile.mkdtemp())
+                                 out=tempfile.mkdtemp(), model_kernel=a.model_kernel)
     print(f"GPU engine, all variants mixed: {all_gpu.rate / 1e9:.2f} G outputs/s, {all_gpu.mismatches} mismatches, "
           f"{all_gpu.port_disagreements} port disagreements, {all_gpu.undefined} undefined")
     try:

@@ -25,7 +25,8 @@ for step in "$@"; do
       timeout 120 python bench/bench_sparse_gpu.py --seconds 4 --cpu-seconds 1 --model-kernel chain --json $OUT/sparse_gpu_chain.json 2>&1 | tail -14 | tee $OUT/sparse_gpu_chain.txt ;;
     layout)
       timeout 200 python -m pytest -q -m gpu --require-gpu tests/test_gpu_layout.py 2>&1 | tail -4 | tee $OUT/layout_tests.txt
-      timeout 200 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 2 --json $OUT/layout_gpu.json 2>&1 | tail -20 | tee $OUT/layout_gpu.txt ;;
+      timeout 200 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 2 --json $OUT/layout_gpu.json 2>&1 | tail -20 | tee $OUT/layout_gpu.txt
+      timeout 150 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 1 --model-kernel chain --json $OUT/layout_gpu_chain.json 2>&1 | tail -20 | tee $OUT/layout_gpu_chain.txt ;;
     record)
       rm -rf /tmp/fx && mkdir -p /tmp/fx && cp -r fixtures/device_model fixtures/INDEX.json /tmp/fx/
       timeout 150 python -m gpu.record.device_model --out /tmp/fx --jobs 2>&1 | tail -2

@@ -136,6 +136,20 @@ def test_the_device_generator_and_model_are_the_host_ones():
 
 
 @pytest.mark.gpu
+def test_the_chain_kernel_model_is_the_per_output_model_on_every_variant():
+    import cupy as cp
+
+    from gpu.kernels.layout_runner import LayoutRunner
+
+    for vi, v in enumerate(WGMMA_VARIANTS):
+        slow, fast = LayoutRunner(v), LayoutRunner(v, model_kernel="chain")
+        x = slow.generate(6, vi, 65)
+        bases = cp.asarray(np.full(65, slow.base, np.uint32))
+        (ds, us), (df, uf) = slow.model(x, bases), fast.model(x, bases)
+        assert np.array_equal(cp.asnumpy(us), cp.asnumpy(uf)) and np.array_equal(cp.asnumpy(ds), cp.asnumpy(df)), v
+
+
+@pytest.mark.gpu
 def test_device_campaign_agrees_with_the_hardware_and_finds_a_planted_error(tmp_path):
     from gpu.fuzz.gpu_layout import fuzz_layout_device
     from refmodel.verify.journal import merge_journals

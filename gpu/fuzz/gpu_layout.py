@@ -84,7 +84,7 @@ def recheck(variant, host: dict, hw: np.ndarray, port: np.ndarray):
 def fuzz_layout_device(target: str = "layout", *, seconds: float | None = None, cases: int = 10 ** 12,
                        seed: int = 0, batch: int = 4096, out: str | Path = "wgref-fuzz",
                        plant: int | None = None, progress: bool = False,
-                       variants: list | None = None) -> LayoutDeviceReport:
+                       variants: list | None = None, model_kernel: str = "per_output") -> LayoutDeviceReport:
     """Fuzz the layout variants of ``target`` ('layout' or 'layout:<fragment>',
     :func:`gpu.fuzz.cpu_engine.layout_variants`) on the GPU; see the module doc.  ``batch``: cases a
     batch for an n256 variant (narrower ones get up to 8 times more); ``plant=b``: flip one bit of
@@ -105,7 +105,7 @@ def fuzz_layout_device(target: str = "layout", *, seconds: float | None = None, 
     open_journal(journal, {"target": target, "seed": seed, "engine": "gpu-layout", "batch_tiles": batch}, False)
     rep = LayoutDeviceReport(target, seed)
     t0 = time.time()
-    runners = {v: LayoutRunner(v) for v in variants}
+    runners = {v: LayoutRunner(v, model_kernel=model_kernel) for v in variants}
     rep.compile_seconds = time.time() - t0
     t_start = time.time()
     b = 0

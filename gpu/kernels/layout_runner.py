@@ -56,12 +56,15 @@ class LayoutRunner:
     :data:`refmodel.verify.layout_cases.WGMMA_VARIANTS` (``(instr, rs, trans_a, trans_b, imm_scale_a,
     imm_scale_b)``).  Methods: :meth:`generate`, :meth:`hardware` (device only), :meth:`model`."""
 
-    def __init__(self, variant, *, device: bool = True, size: int = IMAGE):
+    def __init__(self, variant, *, device: bool = True, size: int = IMAGE, model_kernel: str = "per_output"):
         from gpu.kernels.device_model import WgParams, kernel_params
         from refmodel.layouts.fragment import a_fragment_layout, accumulator_layout
         from refmodel.numerics.accumulate import decode_table, params_for
         from refmodel.numerics.wgmma import operand_spec
 
+        if model_kernel not in ("per_output", "chain"):
+            raise InputError(f"model_kernel must be 'per_output' or 'chain', got {model_kernel!r:.40}")
+        self.model_kernel = model_kernel
         v = tuple(variant)
         if len(v) != 6:
             raise InputError(f"a layout variant is (instr, rs, trans_a, trans_b, imm_scale_a, imm_scale_b), got {v!r:.80}")
@@ -247,7 +250,11 @@ class LayoutRunner:
             a, b = signed(a_bits, f.dtype_a), signed(b_bits, f.dtype_b)
             c = xp.ascontiguousarray(c_bits).view(xp.int32)
             out = xp.empty((C, 64, N), xp.int32)
-            if self.device:
+            if self.device and self.model_kernel == "chain":   # the tiled chain kernel (one step)
+                from gpu.kernels.device_model import model_chain_device
+
+                model_chain_device(f, a.reshape(C, 1, 64, K), b.reshape(C, 1, K, N), c, out=out)
+            elif self.device:
                 self.model_mod.get_function("wgref_int_model")(grid, (_THREADS,), (a, b, c, out, *dims,
                                                                                   np.int32(self.clamp)))
             else:
@@ -265,7 +272,11 @@ class LayoutRunner:
             b = b ^ xp.uint32(self.sign_b)
         a, b, c = (xp.ascontiguousarray(v, dtype=xp.uint32) for v in (a, b, c_bits))
         out = xp.empty((C, 64, N), xp.uint32)
-        if self.device:
+        if self.device and self.model_kernel == "chain":       # the tiled chain kernel (one step)
+            from gpu.kernels.device_model import model_chain_device
+
+            model_chain_device(f, a.reshape(C, 1, 64, K), b.reshape(C, 1, K, N), c, out=out)
+        elif self.device:
             self.model_mod.get_function("wgref_wgmma_model")(grid, (_THREADS,), (a, b, c, out, *dims, *self._tables,
                                                                                 self._pv))
         else:
