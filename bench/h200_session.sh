@@ -12,8 +12,8 @@ for step in "$@"; do
   echo "=== $step $(date -u +%T)"
   case $step in
     gemm)
-      timeout 200 python -m gpu.record.gemm --check-only --configs "" "xtile=1" "scales=global" 2>&1 | tail -4 | tee $OUT/gemm_check.txt
-      timeout 200 python bench/bench_gemm_kernel.py --configs "" "xtile=1" "scales=global" "promote=0" --check \
+      timeout 200 python -m gpu.record.gemm --check-only --configs "" "scales=smem" "scales=smem,xtile=1" 2>&1 | tail -4 | tee $OUT/gemm_check.txt
+      timeout 200 python bench/bench_gemm_kernel.py --configs "" "scales=smem" "scales=smem,xtile=1" "promote=0" --check \
         --json $OUT/gemm_kernel.json 2>&1 | tail -16 | tee $OUT/gemm_bench.txt ;;
     dense)
       timeout 240 python -m pytest -q -m gpu --require-gpu tests/test_fuzz_device.py tests/test_device_model.py 2>&1 | tail -8 | tee $OUT/dense_tests.txt
