@@ -66,7 +66,10 @@ def _side_report(rep, as_json: bool, summary: str, where: str) -> int:
     else:
         print(summary)
         if rep.repro:
-            print(f"first mismatch: {rep.first['minimal']}  ({where})")
+            first = rep.first or {}
+            what = first.get("minimal") or ", ".join(f"{k} {v}" for k, v in first.items()
+                                                     if k in ("job", "tile", "row", "col", "family", "hw", "refmodel"))
+            print(f"first mismatch: {what}  ({where})")
     return 1 if rep.mismatches else 0
 
 
