@@ -85,6 +85,37 @@ def _form(instr: str | WgmmaForm) -> WgmmaForm:
     return instr if isinstance(instr, WgmmaForm) else parse_wgmma(instr)
 
 
+def _chain_steps(wgmma_asm: str, rs: bool, load_a: str) -> tuple[str, str, str]:
+    """(step body, before the step loop, after it) of a chain stage: RS steps set A's registers with
+    ``load_a`` (C text defining ``a0..a3``) and wait per step; SS steps issue the whole stage's
+    wgmmas in one commit group."""
+    if rs:
+        step_body = f"""{load_a}
+      asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3) :: "memory");
+      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
+      fence_acc(d);
+      asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+      {wgmma_asm}
+      asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+      fence_acc(d);
+      sd = 1;"""
+        return step_body, "", ""
+    step_body = f"""
+      const u64 da = desc_a | (u64)(((sbase + s * STEP_BYTES) >> 4) & 0x3FFF);
+      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
+      {wgmma_asm}
+      sd = 1;"""
+    pre_loop = """
+    fence_acc(d);
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");"""
+    post_loop = """
+    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
+    fence_acc(d);"""
+    return step_body, pre_loop, post_loop
+
+
 def kernel_source(form: str | WgmmaForm, *, rs: bool = False, chain: int = 1, imm_scale_a: int = 1,
                   imm_scale_b: int = 1, budget: int = SMEM_BUDGET) -> str:
     """CUDA C++ (NVRTC, no headers; needs :data:`gpu.kernels.runtime.PRELUDE`) of the kernel for one form.
@@ -102,33 +133,9 @@ def kernel_source(form: str | WgmmaForm, *, rs: bool = False, chain: int = 1, im
     wgmma_asm = _wgmma_asm(form.instr, nregs, form.dtype_d, rs=rs,
                            tail=imm_tail(form, rs, imm_scale_a, imm_scale_b))  # no imm-trans: 0
 
-    if rs:
-        step_body = f"""
+    step_body, pre_loop, post_loop = _chain_steps(wgmma_asm, rs, """
       const u32* ap = afrag + (((u64)tile * CHAIN + s0 + s) * 128 + t) * 4;
-      u32 a0 = ap[0], a1 = ap[1], a2 = ap[2], a3 = ap[3];
-      asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3) :: "memory");
-      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
-      fence_acc(d);
-      asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
-      {wgmma_asm}
-      asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
-      fence_acc(d);
-      sd = 1;"""
-        pre_loop, post_loop = "", ""
-    else:
-        step_body = f"""
-      const u64 da = desc_a | (u64)(((sbase + s * STEP_BYTES) >> 4) & 0x3FFF);
-      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
-      {wgmma_asm}
-      sd = 1;"""
-        pre_loop = """
-    fence_acc(d);
-    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");"""
-        post_loop = """
-    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
-    fence_acc(d);"""
+      u32 a0 = ap[0], a1 = ap[1], a2 = ap[2], a3 = ap[3];""")
 
     return f"""
 // {form.instr} rs={int(rs)} chain={chain} imm_scale=({imm_scale_a},{imm_scale_b})
@@ -212,44 +219,20 @@ def gather_kernel_source(form: str | WgmmaForm, *, rs: bool = False, chain: int 
         back = "__float_as_uint" if form.dtype_d == "f32" else ""
         load_c = f"d[i] = {cast}(cg[{pos.replace('J', 'i')}]);"
         store_d = f"dg[{pos.replace('J', 'i')}] = {back}(d[i]);"
-    if rs:
-        step_body = f"""
+    step_body, pre_loop, post_loop = _chain_steps(asm, rs, """
       u32 a0, a1, a2, a3;
-      {{
+      {
         u32 r[4];
         const int* ix = afrag_index + ((s0 + s) * 128 + t) * 4 * PER_A;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {{
+        for (int j = 0; j < 4; ++j) {
           u32 v = 0;
 #pragma unroll
           for (int e = 0; e < PER_A; ++e) v |= (ag[ix[j * PER_A + e]] & EMASK_A) << (e * (32 / PER_A));
           r[j] = v;
-        }}
+        }
         a0 = r[0]; a1 = r[1]; a2 = r[2]; a3 = r[3];
-      }}
-      asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3) :: "memory");
-      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
-      fence_acc(d);
-      asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
-      {asm}
-      asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
-      fence_acc(d);
-      sd = 1;"""
-        pre_loop, post_loop = "", ""
-    else:
-        step_body = f"""
-      const u64 da = desc_a | (u64)(((sbase + s * STEP_BYTES) >> 4) & 0x3FFF);
-      const u64 db = desc_b | (u64)(((sbase + s * STEP_BYTES + A_BYTES) >> 4) & 0x3FFF);
-      {asm}
-      sd = 1;"""
-        pre_loop = """
-    fence_acc(d);
-    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");"""
-        post_loop = """
-    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory");
-    fence_acc(d);"""
+      }""")
     return f"""
 // gather {form.instr} rs={int(rs)} chain={chain} imm_scale=({imm_scale_a},{imm_scale_b})
 #define NREGS {nregs}
