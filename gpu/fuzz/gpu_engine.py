@@ -43,7 +43,9 @@ from gpu.kernels.generator import GEN_SOURCE, generate_host, typed  # noqa: F401
 
 
 @dataclass
-class DeviceFuzzReport(RatedReport):
+class DeviceCampaignReport(RatedReport):
+    """The counters every GPU-resident campaign (dense, sparse, layout) reports."""
+
     target: str
     seed: int
     batches: int = 0
@@ -55,6 +57,10 @@ class DeviceFuzzReport(RatedReport):
     seconds: float = 0.0
     compile_seconds: float = 0.0
     first: Optional[dict] = None
+
+
+@dataclass
+class DeviceFuzzReport(DeviceCampaignReport):
     forms: dict = field(default_factory=dict)
     instr_outputs: int = 0           # outputs times chain length: what the wgmmas of the batches wrote
     chains: dict = field(default_factory=dict)   # chain length -> [outputs, instr_outputs, seconds]

@@ -26,27 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu.fuzz.cpu_engine import RatedReport
+from gpu.fuzz.gpu_engine import DeviceCampaignReport
 from refmodel.errors import InputError
 from refmodel.fileio import save_npz
 from refmodel.validate import check_int
 
 
 @dataclass
-class LayoutDeviceReport(RatedReport):
-    target: str
-    seed: int
-    batches: int = 0
-    tiles: int = 0                 # cases drawn
-    outputs: int = 0               # D registers compared (defined cases)
-    mismatches: int = 0
-    port_disagreements: int = 0
+class LayoutDeviceReport(DeviceCampaignReport):
+    """``tiles``: cases drawn; ``outputs``: D registers compared (defined cases only)."""
+
     undefined: int = 0             # cases refmodel refuses, never compared
-    tiles_copied_back: int = 0
-    seconds: float = 0.0
-    compile_seconds: float = 0.0
     repro: str | None = None
-    first: dict | None = None
     variants: dict = field(default_factory=dict)
 
 

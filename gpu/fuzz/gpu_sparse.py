@@ -22,25 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu.fuzz.cpu_engine import RatedReport
+from gpu.fuzz.gpu_engine import DeviceCampaignReport
 from gpu.kernels.sparse_runner import SparseRunner
 from refmodel.verify.seeded import FAMILIES
 
 
 @dataclass
-class SparseDeviceReport(RatedReport):
-    target: str
-    seed: int
-    batches: int = 0
-    tiles: int = 0
-    outputs: int = 0
-    mismatches: int = 0
-    port_disagreements: int = 0
-    tiles_copied_back: int = 0
-    seconds: float = 0.0
-    compile_seconds: float = 0.0
+class SparseDeviceReport(DeviceCampaignReport):
     repro: str | None = None
-    first: dict | None = None
     forms: dict = field(default_factory=dict)
 
 
