@@ -33,6 +33,30 @@ def replay_triton(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: 
     return _count(bits_of(d), arrays["d"], f"triton {meta['dtype']} BK={meta['BK']}", {})
 
 
+def _digest_rows(arrays: dict[str, np.ndarray], n: int, what: str, unit: str = "jobs", error=ValueError):
+    """The (port, hardware) sha256 digests of a device_model fixture, one row of 32 bytes per item."""
+    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
+    if port.shape != (n, 32) or hw.shape != port.shape:
+        raise error(f"{what}: {n} {unit} but digests {port.shape} and {hw.shape}")
+    return port, hw
+
+
+def _sample_step(total: Result, full: bool, n: int, unit: str) -> int:
+    """Every item (full) or every 8th, noted in ``total``'s scope."""
+    if full:
+        return 1
+    total.complete, total.scope = False, f"every 8th of {n} {unit}"
+    return 8
+
+
+def _add_digests(total: Result, what: str, size: int, got: bytes, port_row, hw_row, same: bool = True) -> None:
+    """refmodel's digest ``got`` against the GPU port's and the hardware's: a differing one counts all
+    ``size`` outputs as mismatches."""
+    for label, want in (("GPU port", port_row), ("hardware", hw_row)):
+        ok = same and got == want.tobytes()
+        total.add(Result(size, 0 if ok else size, [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+
+
 @replayer("device_model")
 def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     """The GPU port of the accumulator and the hardware, recorded on the H200 as sha256 digests of
@@ -44,13 +68,9 @@ def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, 
     from .seeded import generate, typed, variant
 
     instrs = list(meta.get("instrs") or [])
-    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
-    if port.shape != (len(instrs), 32) or hw.shape != port.shape:
-        raise ValueError(f"device_model fixture: {len(instrs)} forms but digests {port.shape} and {hw.shape}")
+    port, hw = _digest_rows(arrays, len(instrs), "device_model fixture", "forms")
     total = Result(0, 0)
-    step = 1 if full else 8
-    if not full:
-        total.complete, total.scope = False, f"every {step}th of {len(instrs)} forms"
+    step = _sample_step(total, full, len(instrs), "forms")
     for i, instr in enumerate(instrs):
         if i % step:
             continue
@@ -60,11 +80,7 @@ def replay_device_model(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, 
         a, b, c = typed(dts, generate(dts, form.k, form.n, meta["seed"], i, meta["tiles"]))
         d = wgmma(instr, a, b, c, scale_d=scale_d, imm_scale_a=imm[0], imm_scale_b=imm[1])
         raw = np.ascontiguousarray(bits_of(d).reshape(d.shape[0], -1).astype(np.uint32), dtype="<u4")
-        got = hashlib.sha256(raw.tobytes()).digest()
-        for label, want in (("GPU port", port[i]), ("hardware", hw[i])):
-            ok = got == want.tobytes()
-            total.add(Result(raw.size, 0 if ok else raw.size,
-                             [] if ok else [f"{instr} ({label}): refmodel's digest differs"]))
+        _add_digests(total, instr, raw.size, hashlib.sha256(raw.tobytes()).digest(), port[i], hw[i])
     return total
 
 
@@ -81,13 +97,9 @@ def replay_device_model_jobs(meta: dict[str, Any], arrays: dict[str, np.ndarray]
     from .seeded import generate, typed
 
     jobs = list(meta.get("jobs") or [])
-    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
-    if port.shape != (len(jobs), 32) or hw.shape != port.shape:
-        raise ValueError(f"device_model_jobs fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    port, hw = _digest_rows(arrays, len(jobs), "device_model_jobs fixture")
     total = Result(0, 0)
-    step = 1 if full else 8
-    if not full:
-        total.complete, total.scope = False, f"every {step}th of {len(jobs)} jobs"
+    step = _sample_step(total, full, len(jobs), "jobs")
     for j, jb in enumerate(jobs):
         if j % step:
             continue
@@ -98,12 +110,8 @@ def replay_device_model_jobs(meta: dict[str, Any], arrays: dict[str, np.ndarray]
                   imm_scale_b=jb["imm"][1], chain=jb["chain"])
         d = model_chain(wgmma, job, a, b, c)
         raw = np.ascontiguousarray(bits_of(d).reshape(d.shape[0], -1).astype(np.uint32), dtype="<u4")
-        got = hashlib.sha256(raw.tobytes()).digest()
         what = f"{jb['instr']} {'rs' if jb['rs'] else 'ss'} chain {jb['chain']}"
-        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
-            ok = got == want.tobytes()
-            total.add(Result(raw.size, 0 if ok else raw.size,
-                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+        _add_digests(total, what, raw.size, hashlib.sha256(raw.tobytes()).digest(), port[j], hw[j])
     return total
 
 
@@ -172,24 +180,16 @@ def replay_device_model_sparse(meta: dict[str, Any], arrays: dict[str, np.ndarra
     from .seeded_sparse import digest, generate_sparse, model_bits
 
     jobs = list(meta.get("jobs") or [])
-    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
-    if port.shape != (len(jobs), 32) or hw.shape != port.shape:
-        raise ValueError(f"device_model_sparse fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    port, hw = _digest_rows(arrays, len(jobs), "device_model_sparse fixture")
     total = Result(0, 0)
-    step = 1 if full else 8
-    if not full:
-        total.complete, total.scope = False, f"every {step}th of {len(jobs)} jobs"
+    step = _sample_step(total, full, len(jobs), "jobs")
     for j, jb in enumerate(jobs):
         if j % step:
             continue
         raw = model_bits(jb, generate_sparse(jb, meta["seed"], j, meta["tiles"]))
-        got = digest(raw)
         what = (f"{jb['instr']} {'rs' if jb['rs'] else 'ss'} sp-sel {jb['sp_sel']} sd={int(jb['scale_d'])} "
                 f"imm={jb['imm_scale_a']},{jb['imm_scale_b']}")
-        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
-            ok = got == want.tobytes()
-            total.add(Result(raw.size, 0 if ok else raw.size,
-                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+        _add_digests(total, what, raw.size, digest(raw), port[j], hw[j])
     return total
 
 
@@ -207,9 +207,9 @@ def replay_device_model_layout(meta: dict[str, Any], arrays: dict[str, np.ndarra
 
     jobs = list(meta.get("jobs") or [])
     check_output_arrays(arrays, ["port_sha256", "hw_sha256"], pattern=r"(port|hw)_sha256")
-    port, hw = arrays["port_sha256"], arrays["hw_sha256"]
-    if not jobs or port.shape != (len(jobs), 32) or hw.shape != port.shape:
-        raise meta_error(f"device_model_layout fixture: {len(jobs)} jobs but digests {port.shape} and {hw.shape}")
+    if not jobs:
+        raise meta_error("device_model_layout fixture: 0 jobs")
+    port, hw = _digest_rows(arrays, len(jobs), "device_model_layout fixture", error=meta_error)
     import numba
 
     threads = numba.get_num_threads()
@@ -252,10 +252,7 @@ def _replay_layout_jobs(meta: dict[str, Any], jobs: list, port: np.ndarray, hw: 
         if not same:
             total.details.append(f"{what}: refmodel refuses cases {refused[:6]} ({len(refused)}), the port "
                                  f"flagged {flagged[:6]} ({len(flagged)}) undefined")
-        for label, want in (("GPU port", port[j]), ("hardware", hw[j])):
-            ok = same and got == want.tobytes()
-            total.add(Result(raw.size, 0 if ok else raw.size,
-                             [] if ok else [f"{what} ({label}): refmodel's digest differs"]))
+        _add_digests(total, what, raw.size, got, port[j], hw[j], same)
     checked = len(range(0, len(jobs), step))
     total.complete = full
     total.scope = (f"{'' if full else f'every {step}th: '}{checked} of {len(jobs)} jobs, {skipped} cases "
