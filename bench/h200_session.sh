@@ -4,6 +4,7 @@
 #   dense   GPU fuzz engine, dense forms (RS, chains): gpu tests, the port bench, bench_fuzz
 #   sparse  GPU fuzz engine, sparse forms: gpu tests and bench
 #   layout  GPU fuzz engine, layout family: gpu tests and bench
+#   profile ncu of the precise GEMM configs (PROFILE="cfg ..."): tensor-pipe utilisation, stalls
 #   record  the device_model digest fixtures (jobs, sparse, layout) -> $OUT/device_model.tar
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -12,9 +13,10 @@ for step in "$@"; do
   echo "=== $step $(date -u +%T)"
   case $step in
     gemm)
-      timeout 200 python -m gpu.record.gemm --check-only --configs "" "scales=smem" "scales=smem,xtile=1" 2>&1 | tail -4 | tee $OUT/gemm_check.txt
-      timeout 200 python bench/bench_gemm_kernel.py --configs "" "scales=smem" "scales=smem,xtile=1" "promote=0" --check \
-        --json $OUT/gemm_kernel.json 2>&1 | tail -16 | tee $OUT/gemm_bench.txt ;;
+      timeout 200 python -m pytest -q -m gpu --require-gpu tests/test_gemm_kernel.py 2>&1 | tail -4 | tee $OUT/gemm_tests.txt
+      timeout 200 python -m gpu.record.gemm --check-only --configs "" "scales=smem" "bn=192" "bn=192,scales=smem" "partials=1,scales=smem" 2>&1 | tail -30 | tee $OUT/gemm_check.txt
+      timeout 240 python bench/bench_gemm_kernel.py --configs "" "scales=smem" "bn=192" "bn=192,scales=smem" "partials=1,scales=smem" "promote=0" --check \
+        --json $OUT/gemm_kernel.json 2>&1 | tail -24 | tee $OUT/gemm_bench.txt ;;
     dense)
       timeout 240 python -m pytest -q -m gpu --require-gpu tests/test_fuzz_device.py tests/test_device_model.py 2>&1 | tail -8 | tee $OUT/dense_tests.txt
       timeout 120 python bench/bench_port.py --json $OUT/port.json 2>&1 | tail -8 | tee $OUT/port.txt
@@ -27,6 +29,15 @@ for step in "$@"; do
       timeout 200 python -m pytest -q -m gpu --require-gpu tests/test_gpu_layout.py 2>&1 | tail -4 | tee $OUT/layout_tests.txt
       timeout 200 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 2 --json $OUT/layout_gpu.json 2>&1 | tail -20 | tee $OUT/layout_gpu.txt
       timeout 150 python bench/bench_layout_gpu.py --seconds 2 --cpu-seconds 1 --model-kernel chain --json $OUT/layout_gpu_chain.json 2>&1 | tail -20 | tee $OUT/layout_gpu_chain.txt ;;
+    profile)
+      # ncu: the tensor pipe's metrics this ncu knows (names queried, not guessed), for the precise configs in PROFILE
+      ncu --query-metrics 2>/dev/null | grep -i -E "tensor|gmma" > $OUT/ncu_metrics.txt
+      MET=$(awk '{print $1}' $OUT/ncu_metrics.txt | grep -E "^sm__(pipe_tensor|pipe_shared).*cycles_active$" | sed 's/$/.avg.pct_of_peak_sustained_active/' | paste -sd, -)
+      for cfg in ${PROFILE:-"" "bn=192"}; do
+        timeout 150 ncu --kernel-name gemm_fp8 --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+          ${MET:+--metrics $MET} python bench/profile_gemm_kernel.py --config "$cfg" --n 4096 2>&1 | grep -v "^==PROF==" \
+          | tail -60 > "$OUT/ncu_${cfg:-default}.txt"
+      done ;;
     record)
       rm -rf /tmp/fx && mkdir -p /tmp/fx && cp -r fixtures/device_model fixtures/INDEX.json /tmp/fx/
       timeout 150 python -m gpu.record.device_model --out /tmp/fx --jobs 2>&1 | tail -2

@@ -31,6 +31,10 @@ CONFIGS = {
     "persistent-promote-bf16-cluster2": GemmConfig(cluster=2),
     "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
     "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
+    "persistent-promote-bf16-bn192": GemmConfig(bn=192),
+    "persistent-promote-bf16-bn192-smem": GemmConfig(bn=192, scales="smem"),
+    "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
+    "persistent-promote-bf16-1partial-smem": GemmConfig(partials=1, scales="smem"),
     "simple-promote-bf16": GemmConfig(schedule="simple"),
     "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
     "simple-promote-f32-3stages": GemmConfig(schedule="simple", out="f32", stages=3),
@@ -48,13 +52,18 @@ def test_config_defaults_and_errors():
     assert GemmConfig(promote=False).bn == 256 and GemmConfig(promote=False).stages == 4
     assert GemmConfig(broken="lax_wait").schedule == "simple" and GemmConfig(schedule="simple").stages == 5
     assert not GemmConfig().xtile and not GemmConfig(promote=False).xtile and not GemmConfig(schedule="simple").xtile
+    # bn=192 (m64n192 partial + f32 sums: 192 registers) has one partial set, and 4 ring slots of 40 KiB fit
+    assert GemmConfig(bn=192).partials == 1 and GemmConfig(bn=192).stages == 4 and GemmConfig().partials == 2
+    assert GemmConfig(promote=False).partials == 2
     for cfg in CONFIGS.values():
         assert cfg.smem_bytes <= 232448, cfg
     for kw in ({"bn": 256}, {"bn": 192, "promote": False}, {"schedule": "persistent", "broken": "lax_wait"},
                {"stages": 7}, {"schedule": "simple", "bn": 256}, {"schedule": "pingpong"}, {"out": "f16"},
                {"cluster": 3}, {"cluster": 2, "schedule": "simple"}, {"xtile": True, "promote": False},
                {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
-               {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}):
+               {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
+               {"bn": 192, "cluster": 2}, {"partials": 1, "xtile": True}, {"partials": 3}, {"partials": 1, "promote": False},
+               {"partials": 1, "schedule": "simple"}, {"bn": 160}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
@@ -62,9 +71,11 @@ def test_config_defaults_and_errors():
     assert parse_config("cluster=2,xtile=1,scales=smem").name == "persistent-p1-bn128-s5-c2-x-bf16"
     assert parse_config("").name == "persistent-p1-bn128-s6-sg-bf16"
     assert parse_config("scales=global,xtile=1").name == "persistent-p1-bn128-s6-x-sg-bf16"
+    assert parse_config("bn=192,scales=smem").name == "persistent-p1-bn192-s4-q1-bf16"
+    assert parse_config("partials=1") == GemmConfig(partials=1)
     with pytest.raises(InputError):
         trace(GemmConfig(cluster=2))
-    for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x"):
+    for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x", "partials=x"):
         with pytest.raises(InputError):
             parse_config(bad)
 
@@ -75,8 +86,9 @@ def test_kernel_trace_passes_the_checker(name):
     rep = check(trace(cfg, K=1024) if cfg.schedule == "simple" else trace(cfg, K=384, tiles=3))
     assert not rep.errors and not rep.warnings, [h.message for h in rep.hazards][:3]
     flight = max(rep.in_flight(i) for i in range(len(rep.events)))
-    # simple: wait_group 0 after every k-block; persistent: the next k-block is issued before the wait
-    assert flight == (1 if cfg.schedule == "simple" else 2)
+    # simple and one partial set: wait_group 0 after every k-block; persistent with two partial sets (or
+    # no promotion): the next k-block is issued before the wait
+    assert flight == (1 if cfg.schedule == "simple" or (cfg.promote and cfg.partials == 1) else 2)
 
 
 @pytest.mark.parametrize("broken,kind", [("lax_wait", "acc_in_flight"), ("no_proxy_fence", "generic_write_async_read"),
@@ -141,6 +153,13 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2320, 640, "bits", False, "bf16", "cluster=2"),     # CTA pair half outside
                                   (208, 400, 512, "wide", True, "f32", "cluster=2"),
                                   (1040, 2064, 384, "normal", True, "bf16", "cluster=2,xtile=1"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=smem"),
+                                  (1040, 2064, 256, "wide", True, "f32", "scales=smem,xtile=1"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192"),     # odd and even tile columns
+                                  (1040, 2064, 256, "wide", True, "f32", "bn=192,scales=smem"),
+                                  (1008, 1040, 512, "bits", True, "bf16", "bn=192,scales=smem"),
+                                  (208, 400, 512, "wide", True, "f32", "bn=192"),       # second scale block clamped
+                                  (1040, 2064, 384, "normal", True, "bf16", "partials=1,scales=smem"),
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp

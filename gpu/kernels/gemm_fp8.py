@@ -64,8 +64,11 @@ class GemmConfig:
     "persistent"), ``promote`` (per-K-block promotion with scales), ``out`` ("bf16" or "f32"),
     ``broken`` (a deliberately broken variant of the simple schedule: lax_wait, no_proxy_fence,
     early_reuse), ``schedule`` ("persistent" or "simple"; default "persistent", "simple" with
-    ``broken``), ``bn`` (tile N of the persistent schedule: 128, or 256 without promotion; default
-    128 with promotion, 256 without), ``cluster`` (persistent: 2 launches CTA pairs that share the B
+    ``broken``), ``bn`` (tile N of the persistent schedule: 128 or 192 with promotion, 128 or 256 without;
+    default 128 with promotion, 256 without), ``partials`` (persistent with promotion: 2, the default for
+    bn=128: two partial register sets, block kb+1 runs while kb is promoted; 1, the only choice for bn=192: one
+    set, each block waited for (``wait_group 0``) and promoted while the other consumer warpgroup's wgmmas run,
+    as DeepGEMM does), ``cluster`` (persistent: 2 launches CTA pairs that share the B
     tile through TMA multicast; experimental), ``xtile`` (persistent with promotion: the next
     tile's first k-block is issued before the current tile's last promotion and epilogue), ``scales``
     (persistent with promotion: "global", the default and the path verified on the H200: the consumers load
@@ -82,6 +85,7 @@ class GemmConfig:
     cluster: int = 1        # persistent: 2 = CTA pairs sharing the B tile by TMA multicast
     xtile: bool | None = None   # persistent + promote: pipeline k-blocks across tile boundaries
     scales: str | None = None   # persistent + promote: "smem" (staged by the producer) or "global"
+    partials: int | None = None  # persistent + promote: 2 register sets (kb+1 runs while kb is promoted) or 1 (wait_group 0)
 
     def __post_init__(self):
         if self.out not in ("bf16", "f32"):
@@ -110,6 +114,8 @@ class GemmConfig:
         if scales == "smem" and not pp:
             raise InputError("scales='smem' needs promote=True and schedule='persistent'")
         set_("scales", scales)
+        if self.partials is not None and not pp:
+            raise InputError("partials needs promote=True and schedule='persistent'")
         if sched == "simple":
             if self.bn not in (None, BN):
                 raise InputError(f"schedule='simple' has bn = {BN}, got {self.bn!r}")
@@ -120,10 +126,24 @@ class GemmConfig:
             set_("stages", stages)
             return
         bn = (128 if self.promote else 256) if self.bn is None else self.bn
-        if bn not in (128, 256):
-            raise InputError(f"bn must be 128 or 256, got {bn!r}")
+        if bn not in (128, 192, 256):
+            raise InputError(f"bn must be 128, 192 or 256, got {bn!r}")
         if bn == 256 and self.promote:
-            raise InputError("bn=256 needs promote=False (two m64n256 partials plus the f32 sums exceed the registers)")
+            raise InputError("bn=256 needs promote=False (an m64n256 partial plus the f32 sums exceed the registers)")
+        if bn == 192 and not self.promote:
+            raise InputError("bn=192 needs promote=True (without promotion bn=256 is the wide tile)")
+        if bn == 192 and self.cluster == 2:
+            raise InputError("cluster=2 supports bn 128 and 256, got bn=192")
+        partials = (2 if bn == 128 else 1) if self.partials is None else self.partials
+        if partials not in (1, 2) or isinstance(partials, bool):
+            raise InputError(f"partials must be 1 or 2, got {partials!r}")
+        if not self.promote:
+            partials = 2     # (no promotion: one accumulator chain; the field is not used)
+        if partials == 2 and bn == 192:
+            raise InputError("bn=192 needs partials=1 (two m64n192 partials plus the f32 sums exceed the registers)")
+        if partials == 1 and xtile:
+            raise InputError("xtile=1 needs partials=2")
+        set_("partials", partials)
         set_("bn", bn)
         fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
         stages = fits[-1] if self.stages is None else self.stages
@@ -145,21 +165,22 @@ class GemmConfig:
     def name(self) -> str:
         """A short label, e.g. ``persistent-p1-bn128-s6-bf16``."""
         b = f"-{self.broken}" if self.broken else ""
-        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + \
+        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + ("-q1" if self.partials == 1 else "") + \
             ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "")
         return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
 
 
 def parse_config(text: str) -> GemmConfig:
     """A GemmConfig from ``key=value`` pairs joined by commas, e.g. ``promote=0,bn=256,stages=4``
-    (keys: stages, promote, out, broken, schedule, bn, cluster, xtile, scales); the empty string is the default config."""
+    (keys: stages, promote, out, broken, schedule, bn, cluster, xtile, scales, partials); the empty string is the default config."""
     kw: dict = {}
     for part in filter(None, (x.strip() for x in text.split(","))):
         k, eq, v = part.partition("=")
-        if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile", "scales"):
+        if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile", "scales",
+                               "partials"):
             raise InputError(f"config items are key=value with keys stages, promote, out, broken, schedule, bn, "
-                             f"cluster, xtile, scales; got {part!r}")
-        if k in ("stages", "bn", "cluster"):
+                             f"cluster, xtile, scales, partials; got {part!r}")
+        if k in ("stages", "bn", "cluster", "partials"):
             if not v.isdigit():
                 raise InputError(f"{k} must be an integer, got {v!r}")
             kw[k] = int(v)
@@ -176,7 +197,7 @@ def kernel_source(cfg: GemmConfig) -> str:
     """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
     if cfg.schedule == "persistent":
         return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile,
-                                      cfg.scales == "smem")
+                                      cfg.scales == "smem", cfg.partials)
     return _simple_source(cfg)
 
 
@@ -328,7 +349,8 @@ _PREP_SRC = r"""
 extern "C" __global__ void gemm_fp8_scales(const float* __restrict__ sa, const float* __restrict__ sb,
                                            float* __restrict__ sa_t, float* __restrict__ sb4,
                                            int M, int KB, int NB, int MP) {
-  // sa (M, KB) -> sa_t (KB, MP) (rows >= M: 0); sb (KB, NB) -> sb4[kb, nb, 0]
+  // sa (M, KB) -> sa_t (KB, MP) (rows >= M: 0); sb (KB, NB) -> sb4[kb, nb, 0], and sb[kb, min(nb + 1, NB - 1)]
+  // -> sb4[kb, nb, 1] (a 192-column tile starting in block nb reaches into nb + 1)
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x, na = (long)KB * MP;
   if (i < na) {
     const int kb = (int)(i / MP), m = (int)(i % MP);
@@ -336,6 +358,7 @@ extern "C" __global__ void gemm_fp8_scales(const float* __restrict__ sa, const f
   } else if (i < na + (long)KB * NB) {
     const long j = i - na;
     sb4[4 * j] = sb[j];
+    sb4[4 * j + 1] = sb[j % NB == NB - 1 ? j : j + 1];
   }
 }
 """
@@ -526,7 +549,7 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
     programs = {prod: p}
     for c, role in enumerate(cons):
         q: list[dict] = []
-        ctr = {"issue": 0, "release": 0}
+        ctr = {"issue": 0, "release": 0, "chunk": 0}
 
         def issue(regs, tag, q=q, role=role, ctr=ctr, c=c):
             it = ctr["issue"]
@@ -542,7 +565,7 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
             q.append({"op": "commit_group", "t": role, "line": tag})
             if smem_sc:     # this warpgroup's 64 row scales and the B scale of the slot
                 sc = sc_base + s * sc_b
-                q.append({"op": "ld_shared", "smem": [[sc + 256 * c, sc + 256 * c + 256], [sc + 512, sc + 516]],
+                q.append({"op": "ld_shared", "smem": [[sc + 256 * c, sc + 256 * c + 256], [sc + 512, sc + (520 if bn == 192 else 516)]],
                           "t": role, "line": tag + ": ld.shared the k-block's scales"})
 
         def release(tag, q=q, role=role, ctr=ctr):
@@ -553,14 +576,15 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
         def wait(n, tag, q=q, role=role):
             q.append({"op": "wait_group", "n": n, "t": role, "line": tag})
 
-        def epilogue(tile, final, q=q, role=role, c=c):
+        def epilogue(tile, final, q=q, role=role, c=c, ctr=ctr):
             tag = f"{role} tile={tile} epilogue"
             q.append({"op": "reg_read", "regs": final, "t": role, "line": tag + ": cvt / store the accumulators"})
             if cfg.out != "bf16":
                 return
             st = stage_out + c * 16384
-            for ch in range(bn // 64):
-                sync, buf = f"epi{c}.{tile}.{ch}", st + (ch % 2) * 8192
+            for ch in range(bn // 64):     # the staging buffers alternate by the warpgroup's running chunk count
+                sync, buf = f"epi{c}.{tile}.{ch}", st + (ctr["chunk"] % 2) * 8192
+                ctr["chunk"] += 1
                 q.append({"op": "bar.sync", "t": role, "line": tag + ": named barrier (staging buffer free)",
                           "_sync": sync + "a", "_with": [role]})
                 q.append({"op": "stmatrix", "smem": [[buf, buf + 8192]], "t": role, "line": tag + f" chunk {ch}"})
@@ -571,7 +595,18 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                           "line": tag + f": TMA store of 64-column chunk {ch}"})
 
         sets = ("d0", "d1")
-        if cfg.promote:
+        if cfg.promote and cfg.partials == 1:
+            for tile in range(tiles):
+                for kb in range(KB):
+                    tag = f"{role} tile={tile} k={kb}"
+                    issue("d0", tag)
+                    wait(0, tag)
+                    release(tag)
+                    q += [{"op": "reg_read", "regs": f"d0[0:{nacc}]", "t": role, "line": tag + " promote: read the partial"},
+                          {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+                epilogue(tile, f"f[0:{nacc}]")
+                q.append({"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": f"{role} tile={tile}: f = 0"})
+        elif cfg.promote:
             # k-blocks (tile, kb) in issue order; without xtile the stream restarts at each tile
             streams = ([[(t_, kb) for t_ in range(tiles) for kb in range(KB)]] if cfg.xtile else
                        [[(t_, kb) for kb in range(KB)] for t_ in range(tiles)])

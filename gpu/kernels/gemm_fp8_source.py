@@ -69,6 +69,8 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define XTILE $xtile            // promote: pipeline k-blocks across tile boundaries
 #define CLUSTER $cluster          // 2: CTA pairs (tiles 2p, 2p+1 of one column block) share B by TMA multicast
 #define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
+#define PARTIALS $partials         // promote: 2 = two partial sets (kb+1 runs while kb is promoted), 1 = one (wait_group 0)
+#define NBLK_HI $nblk_hi          // BN = 192: a tile spans two 128-column B-scale blocks
 #define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + sb[kb, nb] padded to 16 B
 
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
@@ -132,6 +134,19 @@ __device__ __forceinline__ float lds_f(u32 a) {
 
 #if PROMOTE
 // promote the partial DC of the current k-block: acc = fma(RN(sa * sb), DC, acc); DC is retired already
+#if NBLK_HI
+// BN = 192: the tile's columns [0, HI) are in B-scale block nb0 and [HI, 192) in nb0 + 1 (HI = 128
+// for even tile columns pn, 64 for odd ones); the 8-column group i >> 2 lies in one block
+#define PROMOTE_FMAS(DC, HI) _Pragma("unroll") for (int i = 0; i < NACC; ++i)                 \
+      acc[i] = __fmaf_rn(((i >> 1) & 1) ? (8 * (i >> 2) >= (HI) ? s11 : s10) : (8 * (i >> 2) >= (HI) ? s01 : s00), DC[i], acc[i]);
+#define PROMOTE_BLK(DC) do {                                                                  \
+    REGFENCE(DC)                                                                             \
+    RELEASE();                                                                               \
+    const float s00 = __fmul_rn(ca0, cb), s10 = __fmul_rn(ca1, cb);                          \
+    const float s01 = __fmul_rn(ca0, cb1), s11 = __fmul_rn(ca1, cb1);                        \
+    if (pn & 1) { PROMOTE_FMAS(DC, 64) } else { PROMOTE_FMAS(DC, 128) }                      \
+  } while (0)
+#else
 #define PROMOTE_BLK(DC) do {                                                                  \
     REGFENCE(DC)                                                                             \
     RELEASE();                                                                               \
@@ -139,17 +154,26 @@ __device__ __forceinline__ float lds_f(u32 a) {
     _Pragma("unroll") for (int i = 0; i < NACC; ++i)                                         \
       acc[i] = __fmaf_rn(((i >> 1) & 1) ? s1 : s0, DC[i], acc[i]);                           \
   } while (0)
+#endif
 // DC holds k-block kb in flight: if there is a next block, load its scales, issue it into DN,
 // wait for DC only (wait_group 1), promote DC, ++kb; otherwise drain (wait_group 0), promote DC, leave.
 // Both arms end with the same set of groups in flight on every path (ptxas then keeps the wgmmas async).
 // XTILE: the scale rows of this thread in the tile at unit U (row offsets into sa, rows past M:
 // any finite scale, their outputs are clipped) and its B scale column (BN = 128 with promotion)
+// nb1: the scale of the tile's second B-scale block (BN = 192; otherwise nb again)
+#if NBLK_HI
+#define LD_NB1_G(EB) , nb1 = ldg_f((EB) + nb1o)
+#define LD_NB1_S , nb1 = lds_f(nsc_ + 516)
+#else
+#define LD_NB1_G(EB)
+#define LD_NB1_S
+#endif
 #if SCALES_SMEM
 // the scales of the k-block about to be issued into slot s are read from the slot's scale area after
 // ISSUE's full-barrier wait (NEXT_PRE notes the slot, NEXT_POST reads them); nothing per tile
 #define TILE_SCALES(U, RO0, RO1, PN) do { } while (0)
 #define NEXT_PRE(EA0, EA1, EB) const u32 nsc_ = scs + s * SC_BYTES;
-#define NEXT_POST(EA0, EA1, EB) const float na0 = lds_f(nsc_ + so0), na1 = lds_f(nsc_ + so0 + 32), nb = lds_f(nsc_ + 512);
+#define NEXT_POST(EA0, EA1, EB) const float na0 = lds_f(nsc_ + so0), na1 = lds_f(nsc_ + so0 + 32), nb = lds_f(nsc_ + 512) LD_NB1_S;
 #else
 #define TILE_SCALES(U, RO0, RO1, PN) do {                                                     \
     int pm_;                                                                                 \
@@ -158,13 +182,13 @@ __device__ __forceinline__ float lds_f(u32 a) {
     RO0 = min(r_, M - 1) * KB; RO1 = min(r_ + 8, M - 1) * KB;                                \
   } while (0)
 // global scales: loaded (ld.global.nc) before the next k-block is issued
-#define NEXT_PRE(EA0, EA1, EB) const float na0 = ldg_f(EA0), na1 = ldg_f(EA1), nb = ldg_f(EB);
+#define NEXT_PRE(EA0, EA1, EB) const float na0 = ldg_f(EA0), na1 = ldg_f(EA1), nb = ldg_f(EB) LD_NB1_G(EB);
 #define NEXT_POST(EA0, EA1, EB)
 #endif
 #define TILE_STORE(U) do {                                                                    \
     int pm_, pn_;                                                                            \
     tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
-    epilogue(acc, (pm_ * CLUSTER + (int)rank) * 128, pn_ * BN, M, N, c, lt, out_tile, (u64)&tma_d, dout); \
+    epilogue(acc, (pm_ * CLUSTER + (int)rank) * 128, pn_ * BN, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec); \
   } while (0)
 // XTILE: DC holds k-block kb of tile u in flight; the next block is kb+1 of u or block 0 of the
 // next tile.  If there is one: load its scales, issue it into DN, wait for DC only, promote DC,
@@ -212,17 +236,17 @@ __device__ __forceinline__ float lds_f(u32 a) {
 
 // per consumer warpgroup c: its 64 x BN block of the tile at (m0, n0) from the f32 values `acc`
 __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n0, int M, int N, int c, int lt,
-                                         u32 out_tile, u64 tma_d, float* __restrict__ dout) {
+                                         u32 out_tile, u64 tma_d, float* __restrict__ dout, u32& ec) {
   const int w = lt / 32, l = lt % 32, g = l / 4;
 #if OUT_BF16
   // 64-column chunks through two 64 x 64 bf16 staging buffers (8 KiB, 128B swizzle) of this
   // warpgroup, alternately: a buffer is rewritten once the store issued from it two chunks ago has
-  // read it (wait_group.read 1 keeps the latest store running); BN / 64 is even, so every tile
-  // starts on buffer 0 with buffer 1's store the latest
+  // read it (wait_group.read 1 keeps the latest store running); the buffers alternate by the running
+  // chunk count ec of this warpgroup (BN / 64 is odd for BN = 192)
   const u32 stage = out_tile + c * 16384;
 #pragma unroll
   for (int ch = 0; ch < BN / 64; ++ch) {
-    const u32 buf = stage + (ch & 1) * 8192;
+    const u32 buf = stage + ((ec + ch) & 1) * 8192;
     if (lt == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
     asm volatile("bar.sync %0, 128;\n" :: "r"(2 + c) : "memory");
     u32 p[16];
@@ -247,6 +271,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
       asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
     }
   }
+  ec += BN / 64;
 #else
   const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
 #pragma unroll
@@ -256,7 +281,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
     if (row < M && col < N) dout[(long)row * N + col] = acc[i];
   }
 #endif
-  (void)M; (void)N; (void)dout; (void)out_tile; (void)tma_d; (void)g;
+  (void)M; (void)N; (void)dout; (void)out_tile; (void)tma_d; (void)g; (void)ec;
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) $cluster_attr
@@ -335,7 +360,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 512, [%2];\n"
                          :: "r"(sc), "l"(sa + (long)kb * MP + m0), "r"(full) : "memory");
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];\n"
-                         :: "r"(sc + 512), "l"(sb + ((long)kb * NBS + pn) * 4), "r"(full) : "memory");
+                         :: "r"(sc + 512), "l"(sb + ((long)kb * NBS + (pn * BN) / 128) * 4), "r"(full) : "memory");
           }
 #endif
           if (++s == STAGES) { s = 0; ph ^= 1u; }
@@ -356,15 +381,18 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #if SCALES_SMEM
   const u32 so0 = 4 * (64 * c + 16 * w + g);          // this thread's rows r0, r0 + 8 in a stage's scale area
 #endif
-  int s = 0, rs = 0; u32 ph = 0;
+  int s = 0, rs = 0; u32 ph = 0, ec = 0;
   const u64 DA0 = desc(slots + c * 8192), DB0 = desc(slots + SLOT_A);
   float d0[NACC];
 #pragma unroll
   for (int i = 0; i < NACC; ++i) d0[i] = 0.f;
 #if PROMOTE
-  float d1[NACC], acc[NACC];
+#if PARTIALS == 2
+  float d1[NACC];
 #pragma unroll
   for (int i = 0; i < NACC; ++i) d1[i] = 0.f;
+#endif
+  float acc[NACC];
   const int NB = (N + 127) / 128;
   (void)NB;
 #else
@@ -398,10 +426,28 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #if !SCALES_SMEM
     const float* pa0 = sa + (long)min(r0, M - 1) * KB;    // rows past M: any finite scale (their outputs are clipped)
     const float* pa1 = sa + (long)min(r1, M - 1) * KB;
-    const float* psb = sb + pn;                            // BN = 128: one B scale column per tile
+    const int nb0 = (pn * BN) / 128;                       // the B-scale block of the tile's first column
+    const float* psb = sb + nb0;
+    const int nb1o = min(nb0 + 1, NB - 1) - nb0;           // BN = 192: offset to the second block (columns past N: any scale)
+    (void)nb1o;
 #endif
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
+#if PARTIALS == 1
+    // one partial set: issue the k-block, wait for it (wait_group 0), promote it; the other consumer
+    // warpgroup's wgmmas keep the tensor core busy meanwhile
+    for (int kb = 0; kb < KB; ++kb) {
+      NEXT_PRE(pa0 + kb, pa1 + kb, psb + (long)kb * NB)
+      ISSUE(d0, kb, 0);
+      NEXT_POST(pa0 + kb, pa1 + kb, psb + (long)kb * NB)
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      const float ca0 = na0, ca1 = na1, cb = nb;
+#if NBLK_HI
+      const float cb1 = nb1;
+#endif
+      PROMOTE_BLK(d0);
+    }
+#else
     NEXT_PRE(pa0, pa1, psb)
     ISSUE(d0, 0, 0);
     NEXT_POST(pa0, pa1, psb)
@@ -410,6 +456,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
       STEP(d0, d1)
       STEP(d1, d0)
     }
+#endif
 #else
     for (int kb = 0; kb < KB; ++kb) {
       ISSUE(d0, kb, kb > 0);
@@ -422,7 +469,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     REGFENCE(d0)
     RELEASE();
 #endif
-    epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout);
+    epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
   }
 #endif
 #if OUT_BF16
@@ -433,16 +480,17 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 
 
 def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False,
-                      scales_smem: bool = False) -> str:
+                      scales_smem: bool = False, partials: int = 2) -> str:
     nacc = bn // 2
     instr = instr_for(bn)
     return _SBASE + _BODY.substitute(
         stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
-        scales_smem=int(bool(scales_smem and promote)),
+        scales_smem=int(bool(scales_smem and promote)), partials=partials if promote else 2,
+        nblk_hi=int(bn == 192 and promote),
         cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
         slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
         consumer_regs=CONSUMER_REGS,
-        wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote else "")
+        wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote and partials == 2 else "")
 
 
 SC_BYTES = 528                        # per stage with scales in shared memory: 128 f32 A-row scales + 16 B for sb
