@@ -33,10 +33,11 @@ for step in "$@"; do
       # ncu: the tensor pipe's metrics this ncu knows (names queried, not guessed), for the precise configs in PROFILE
       ncu --query-metrics 2>/dev/null | grep -i -E "tensor|gmma" > $OUT/ncu_metrics.txt
       MET=$(awk '{print $1}' $OUT/ncu_metrics.txt | grep -E "^sm__(pipe_tensor|pipe_shared).*cycles_active$" | sed 's/$/.avg.pct_of_peak_sustained_active/' | paste -sd, -)
-      for cfg in ${PROFILE:-"" "bn=192"}; do
+      if [ -n "${PROFILE:-}" ]; then read -ra CFGS <<< "$PROFILE"; else CFGS=("" "bn=192"); fi
+      for cfg in "${CFGS[@]}"; do
         timeout 150 ncu --kernel-name gemm_fp8 --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
           ${MET:+--metrics $MET} python bench/profile_gemm_kernel.py --config "$cfg" --n 4096 2>&1 | grep -v "^==PROF==" \
-          | tail -60 > "$OUT/ncu_${cfg:-default}.txt"
+          | tail -60 > "$OUT/ncu_$(echo "${cfg:-default}" | tr '=,' '__').txt"
       done ;;
     record)
       rm -rf /tmp/fx && mkdir -p /tmp/fx && cp -r fixtures/device_model fixtures/INDEX.json /tmp/fx/
