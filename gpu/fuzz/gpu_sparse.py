@@ -43,7 +43,7 @@ def job_name(job: dict) -> str:
             f"imm={job['imm_scale_a']},{job['imm_scale_b']}")
 
 
-def precompile(jobs: list[dict], runners: dict, workers: int = 16, model_kernel: str = "gather") -> float:
+def precompile(jobs: list[dict], runners: dict, workers: int = 16, model_kernel: str = "chain") -> float:
     """Build the runner (NVRTC kernels, index tables) of every job in parallel threads; returns the
     seconds it took (kept out of the outputs/s)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -111,12 +111,12 @@ def _save_first(run: SparseRunner, bits: dict, hw_bits: np.ndarray, t: int, out:
 
 def fuzz_sparse_device(target: str = "sparse", *, seconds: float | None = None, cases: int = 10**12, seed: int = 0,
                        batch_tiles: int = 2048, out: str | Path = "wgref-fuzz", plant: int | None = None,
-                       progress: bool = False, resume: bool = False, model_kernel: str = "gather",
+                       progress: bool = False, resume: bool = False, model_kernel: str = "chain",
                        _runners: dict | None = None) -> SparseDeviceReport:
     """Fuzz the sparse jobs of ``target`` ('sparse' or 'sparse:<fragment>') with everything on the GPU
     (see the module doc).  ``cases``: tiles in all; ``batch_tiles``: n256-equivalent tiles a batch.
     ``plant=b``: flip one bit of one hardware output in batch ``b`` (the campaign must report exactly
-    that output).  ``model_kernel``: SparseRunner's ("gather" or "chain").  ``_runners`` (tests only):
+    that output).  ``model_kernel``: SparseRunner's ("chain", the default, or "gather").  ``_runners`` (tests only):
     prebuilt runners by :func:`job_key`, host ones (numpy) included.  Journal records: batch, job,
     tiles, outputs, mismatches, port_disagreements, tiles_copied_back, seconds (and repro)."""
     from gpu.fuzz.cpu_engine import check_campaign, sparse_jobs

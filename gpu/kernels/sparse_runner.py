@@ -160,10 +160,11 @@ def _tag_map(tile_shape: tuple[int, int], elem_bytes: int, size: int) -> np.ndar
 class SparseRunner:
     """Tables and kernels of one sparse job (a dict of :func:`refmodel.verify.sparse_cases.plan_jobs`),
     built once and reused by every batch.  ``device=False``: numpy and the host builds (no GPU).
-    ``model_kernel``: "gather" (:meth:`sp_model`: B gathered, the R = 1 kernel) or "chain"
-    (:meth:`sp_model_chain`: device_model's tiled ``wgref_model_chain_sparse`` kernels on pos)."""
+    ``model_kernel``: "chain" (the default: :meth:`sp_model_chain`, device_model's tiled
+    ``wgref_model_chain_sparse`` kernels on pos; on the H200 1.2-2.6x the gather kernel end to end, equal on
+    every batch, bench/results/sparse_gpu_h200/) or "gather" (:meth:`sp_model`: B gathered, the R = 1 kernel)."""
 
-    def __init__(self, job: dict[str, Any], device: bool = True, model_kernel: str = "gather"):
+    def __init__(self, job: dict[str, Any], device: bool = True, model_kernel: str = "chain"):
         from gpu.kernels.sparse import SpVariant
         from refmodel.layouts.fragment import a_fragment_layout, accumulator_layout
         from refmodel.layouts.sparse_meta import meta_holders
