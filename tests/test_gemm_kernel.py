@@ -35,6 +35,9 @@ CONFIGS = {
     "persistent-promote-bf16-bn192-smem": GemmConfig(bn=192, scales="smem"),
     "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
     "persistent-promote-bf16-1partial-smem": GemmConfig(partials=1, scales="smem"),
+    "persistent-promote-bf16-bn192-xtile": GemmConfig(bn=192, xtile=True),
+    "persistent-promote-bf16-bn192-xtile-smem": GemmConfig(bn=192, xtile=True, scales="smem"),
+    "persistent-promote-f32-bn192-xtile": GemmConfig(bn=192, xtile=True, out="f32"),
     "simple-promote-bf16": GemmConfig(schedule="simple"),
     "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
     "simple-promote-f32-3stages": GemmConfig(schedule="simple", out="f32", stages=3),
@@ -62,7 +65,7 @@ def test_config_defaults_and_errors():
                {"cluster": 3}, {"cluster": 2, "schedule": "simple"}, {"xtile": True, "promote": False},
                {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
-               {"bn": 192, "cluster": 2}, {"partials": 1, "xtile": True}, {"partials": 3}, {"partials": 1, "promote": False},
+               {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
                {"partials": 1, "schedule": "simple"}, {"bn": 160}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
@@ -160,6 +163,9 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1008, 1040, 512, "bits", True, "bf16", "bn=192,scales=smem"),
                                   (208, 400, 512, "wide", True, "f32", "bn=192"),       # second scale block clamped
                                   (1040, 2064, 384, "normal", True, "bf16", "partials=1,scales=smem"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1"),
+                                  (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
+                                  (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp

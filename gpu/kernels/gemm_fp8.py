@@ -141,8 +141,6 @@ class GemmConfig:
             partials = 2     # (no promotion: one accumulator chain; the field is not used)
         if partials == 2 and bn == 192:
             raise InputError("bn=192 needs partials=1 (two m64n192 partials plus the f32 sums exceed the registers)")
-        if partials == 1 and xtile:
-            raise InputError("xtile=1 needs partials=2")
         set_("partials", partials)
         set_("bn", bn)
         fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
@@ -596,14 +594,20 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
 
         sets = ("d0", "d1")
         if cfg.promote and cfg.partials == 1:
+            # xtile: block 0 of the next tile is issued before this tile's epilogue
+            if cfg.xtile:
+                issue("d0", f"{role} tile=0 k=0")
             for tile in range(tiles):
                 for kb in range(KB):
                     tag = f"{role} tile={tile} k={kb}"
-                    issue("d0", tag)
+                    if kb > 0 or not cfg.xtile:
+                        issue("d0", tag)
                     wait(0, tag)
                     release(tag)
                     q += [{"op": "reg_read", "regs": f"d0[0:{nacc}]", "t": role, "line": tag + " promote: read the partial"},
                           {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+                if cfg.xtile and tile + 1 < tiles:
+                    issue("d0", f"{role} tile={tile + 1} k=0 (before tile {tile}'s epilogue)")
                 epilogue(tile, f"f[0:{nacc}]")
                 q.append({"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": f"{role} tile={tile}: f = 0"})
         elif cfg.promote:

@@ -185,6 +185,33 @@ __device__ __forceinline__ float lds_f(u32 a) {
 #define NEXT_PRE(EA0, EA1, EB) const float na0 = ldg_f(EA0), na1 = ldg_f(EA1), nb = ldg_f(EB) LD_NB1_G(EB);
 #define NEXT_POST(EA0, EA1, EB)
 #endif
+// the scale pointers of this thread in tile (PM, PN): rows r, r + 8 of sa (rows past M: any finite
+// scale, their outputs are clipped), the B-scale block of the tile's first column and (BN = 192) the
+// offset to the next block (columns past N: any scale)
+#if SCALES_SMEM
+#define TILE_PTRS(PM, PN)
+#else
+#define TILE_PTRS(PM, PN)                                                                     \
+    const int r0_ = ((PM) * CLUSTER + (int)rank) * 128 + 64 * c + 16 * w + g;                \
+    const float* pa0 = sa + (long)min(r0_, M - 1) * KB;                                      \
+    const float* pa1 = sa + (long)min(r0_ + 8, M - 1) * KB;                                  \
+    const int nb0 = ((PN) * BN) / 128;                                                       \
+    const float* psb = sb + nb0;                                                             \
+    const int nb1o = min(nb0 + 1, NB - 1) - nb0;                                             \
+    (void)pa0; (void)pa1; (void)psb; (void)nb1o;
+#endif
+#if NBLK_HI
+#define SET_CB1 cb1 = nb1;
+#else
+#define SET_CB1
+#endif
+// PARTIALS == 1: issue k-block KBI of the tile whose pointers are in scope into d0 and keep its scales
+#define ISSUE_BLK(KBI) do {                                                                   \
+    NEXT_PRE(pa0 + (KBI), pa1 + (KBI), psb + (long)(KBI) * NB)                               \
+    ISSUE(d0, KBI, 0);                                                                       \
+    NEXT_POST(pa0 + (KBI), pa1 + (KBI), psb + (long)(KBI) * NB)                              \
+    ca0 = na0; ca1 = na1; cb = nb; SET_CB1                                                   \
+  } while (0)
 #define TILE_STORE(U) do {                                                                    \
     int pm_, pn_;                                                                            \
     tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
@@ -378,6 +405,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 $consumer_regs;\n" ::: "memory");
   const int c = wgi - 1, w = lt / 32, l = lt % 32, g = l / 4;
+  (void)w; (void)g;
 #if SCALES_SMEM
   const u32 so0 = 4 * (64 * c + 16 * w + g);          // this thread's rows r0, r0 + 8 in a stage's scale area
 #endif
@@ -398,7 +426,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #else
 #define acc d0
 #endif
-#if PROMOTE && XTILE
+#if PROMOTE && XTILE && PARTIALS == 2
   // one stream of k-blocks across this CTA's tiles: the next tile's first k-block is issued before
   // the last one of the current tile is promoted, so the tensor core runs through the epilogue
   int u = unit0, ro0 = 0, ro1 = 0, pn = 0;
@@ -416,38 +444,41 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     }
   }
 #else
+#if PROMOTE && PARTIALS == 1
+  float ca0 = 0.f, ca1 = 0.f, cb = 0.f;    // the scales of the k-block in flight in d0
+#if NBLK_HI
+  float cb1 = 0.f;
+#endif
+#if XTILE
+  int em0 = 0, en0 = 0;     // the tile whose epilogue is pending (stored after the next tile's block 0 is issued)
+#endif
+#endif
   for (int u = unit0; u < units; u += ustep) {
     int pm, pn;
     tile_of(u, num_mu, num_n, group_m, pm, pn);
     const int m0 = (pm * CLUSTER + (int)rank) * 128, n0 = pn * BN;
-    const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
-    (void)r1;
 #if PROMOTE
-#if !SCALES_SMEM
-    const float* pa0 = sa + (long)min(r0, M - 1) * KB;    // rows past M: any finite scale (their outputs are clipped)
-    const float* pa1 = sa + (long)min(r1, M - 1) * KB;
-    const int nb0 = (pn * BN) / 128;                       // the B-scale block of the tile's first column
-    const float* psb = sb + nb0;
-    const int nb1o = min(nb0 + 1, NB - 1) - nb0;           // BN = 192: offset to the second block (columns past N: any scale)
-    (void)nb1o;
+    TILE_PTRS(pm, pn)
+#if PARTIALS == 1
+    // one partial set: issue the k-block, wait for it (wait_group 0), promote it; the other consumer
+    // warpgroup's wgmmas keep the tensor core busy meanwhile.  XTILE: the previous tile's epilogue runs
+    // after this tile's block 0 is issued (and no wgmma is in flight across the loop's back edge)
+    ISSUE_BLK(0);
+#if XTILE
+    if (u != unit0) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+    em0 = m0; en0 = n0;
 #endif
 #pragma unroll
     for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
-#if PARTIALS == 1
-    // one partial set: issue the k-block, wait for it (wait_group 0), promote it; the other consumer
-    // warpgroup's wgmmas keep the tensor core busy meanwhile
-    for (int kb = 0; kb < KB; ++kb) {
-      NEXT_PRE(pa0 + kb, pa1 + kb, psb + (long)kb * NB)
-      ISSUE(d0, kb, 0);
-      NEXT_POST(pa0 + kb, pa1 + kb, psb + (long)kb * NB)
+    for (int kb = 0; ; ) {
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-      const float ca0 = na0, ca1 = na1, cb = nb;
-#if NBLK_HI
-      const float cb1 = nb1;
-#endif
       PROMOTE_BLK(d0);
+      if (++kb == KB) break;
+      ISSUE_BLK(kb);
     }
 #else
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) acc[i] = 0.f;
     NEXT_PRE(pa0, pa1, psb)
     ISSUE(d0, 0, 0);
     NEXT_POST(pa0, pa1, psb)
@@ -469,8 +500,13 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     REGFENCE(d0)
     RELEASE();
 #endif
+#if !(PROMOTE && PARTIALS == 1 && XTILE)
     epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+#endif
   }
+#if PROMOTE && PARTIALS == 1 && XTILE
+  if (unit0 < units) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+#endif
 #endif
 #if OUT_BF16
   if (lt == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
