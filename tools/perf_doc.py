@@ -24,14 +24,34 @@ def performance_page() -> str:
                    f"{v['outputs_differing_from_golden']:,} of {g['size'] ** 2:,} |" for m, v in g["tensor_core"].items())
     kern = "\n".join(f"| {r['n']}^3 | {r['mode']} | `{r.get('config', 'simple')}` | {r['ours_tflops']:.0f} | "
                      f"{r['cublas_tflops']:.0f} | {r['ratio']:.2f} |" for r in k)
-    fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_first_port.json")
+    fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains.json")
+    fz0 = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_first_port.json")
+    first_rows = "\n".join(
+        f"| {job} | {fz0['jobs'][job]['end_to_end_outputs_per_s'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
+        f"{v['end_to_end_outputs_per_s'] / fz0['jobs'][job]['end_to_end_outputs_per_s']:.1f}x |"
+        for job, v in fz["jobs"].items() if job in fz0["jobs"] and "stages_outputs_per_s" in v)
     fuzz_rows = "\n".join(
         f"| {job} | {v['stages_outputs_per_s']['generate'] / 1e9:.1f} | {v['stages_outputs_per_s']['hardware'] / 1e9:.1f} | "
         f"{v['stages_outputs_per_s']['model'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
         f"{v['end_to_end_instr_outputs_per_s'] / 1e9:.2f} | {v['mismatches']} / {v['port_disagreements']} |"
         for job, v in fz["jobs"].items() if "stages_outputs_per_s" in v)
     mixed = fz["jobs"]["wgmma (rs, chain drawn)"]
-    pt = _load("bench/results/fuzz_gpu_h200/port_chain_kernel_vs_per_output.json")
+    chain_rows = "\n".join(
+        f"| {L} | {o:,} | {io:,} | {sec:.3f} | {o / sec / 1e9:.2f} | {io / sec / 1e9:.2f} |"
+        for L, (o, io, sec) in sorted(mixed["chains"].items(), key=lambda kv: int(kv[0])))
+    sg = _load("bench/results/sparse_gpu_h200/gather_model.json")
+    sc = _load("bench/results/sparse_gpu_h200/chain_model.json")
+    sp_rows = "\n".join(
+        f"| {f} | {v['outputs_per_second']['hardware'] / 1e9:.1f} | {v['outputs_per_second']['model'] / 1e9:.2f} | "
+        f"{v['outputs_per_second']['model_chain'] / 1e9:.2f} | {v['gpu_engine']['outputs_per_second'] / 1e9:.2f} | "
+        f"{sc['forms'][f]['gpu_engine']['outputs_per_second'] / 1e9:.2f} | "
+        f"{v['gpu_engine']['outputs'] + sc['forms'][f]['gpu_engine']['outputs']:,} | "
+        f"{v['gpu_engine']['mismatches'] + sc['forms'][f]['gpu_engine']['mismatches']} / "
+        f"{v['gpu_engine']['port_disagreements'] + sc['forms'][f]['gpu_engine']['port_disagreements']} / "
+        f"{v['chain_vs_gather_differences'] + sc['forms'][f]['chain_vs_gather_differences']} | "
+        f"{v['cpu_engine']['outputs_per_second'] / 1e6:.2f} |"
+        for f, v in sg["forms"].items())
+    pt = _load("bench/results/fuzz_gpu_h200/port_chain_kernel_session3.json")
     port_rows = "\n".join(
         f"| {r['instr'].split('aligned.')[1]} | {r['old_G_outputs_per_s']:.1f} | {r['new_G_outputs_per_s']:.1f} | "
         f"{r['new_chain4_G_step_outputs_per_s']:.1f} | {r['hw_G_outputs_per_s']:.0f} | {r['new_products_per_s']:.3g} | "
@@ -89,18 +109,37 @@ sizes; precise mode is not (about 0.77x).
 ## The GPU fuzz engine (`bench/bench_fuzz.py --engine gpu`, {fz['device']['device']})
 
 Dense jobs with RS operands and chains (`wgref fuzz … --engine gpu --operand rs --chain L`): stages
-alone and the campaign end to end ({fz['seconds']} s a job), G outputs/s. *Outputs* are the final
-accumulator elements compared; *instruction outputs* count each wgmma of a chain (outputs × L). This
-run used the first GPU port (one thread per output) and the staged hardware path; both have since been
-replaced (below) and the end-to-end rates have not been re-measured with the new ones.
+alone and the campaign end to end ({fz['seconds']} s a job), G outputs/s, with the tiled chain port
+(`FormRunner.model`) and the in-kernel-gather hardware stage (`FormRunner.hardware`). *Outputs* are the
+final accumulator elements compared; *instruction outputs* count each wgmma of a chain (outputs × L):
+a chain's intermediate accumulators are computed by both sides but only the final one is compared.
 
 | job | generate | hardware | model | end to end | end to end, instruction outputs | mismatches / port disagreements |
 |---|---|---|---|---|---|---|
 {fuzz_rows}
 
-Every dense form with RS and the chain drawn per batch (1..128): {mixed['end_to_end_outputs_per_s'] / 1e9:.2f}
-G outputs/s, {mixed['instr_outputs']:,} instruction outputs, {mixed['mismatches']} mismatches,
-{mixed['port_disagreements']} port disagreements.
+The same jobs with the first port and the staged hardware path (an earlier run, `dense_rs_chains_first_port.json`),
+end to end, G outputs/s:
+
+| job | first port | now | ratio |
+|---|---|---|---|
+{first_rows}
+
+Long chains stay below 1 G *final* outputs/s: each costs L wgmmas on both sides, and the port's rate per
+instruction output (about 18-38 G/s) is the bound, so a chain of 128 can reach at most about 0.3 G final
+outputs/s with this port.
+
+Every dense form with RS and the chain drawn per batch (1..128), {mixed['instr_outputs']:,} instruction
+outputs in all: {mixed['end_to_end_outputs_per_s'] / 1e9:.2f} G outputs/s, {mixed['mismatches']} mismatches,
+{mixed['port_disagreements']} port disagreements, compile {mixed['compile_seconds']:.1f} s apart. By chain length
+(seconds summed over the batches of that length). Chains 2 and 128 ran far below the fixed-length jobs
+above at similar lengths; where those seconds went has not been measured yet (a one-off cost in a job's
+first batch, such as cupy compiling its own kernels on a fresh machine, is the suspect: the fixed-length
+jobs are timed after a warm-up):
+
+| chain | outputs | instruction outputs | seconds | G outputs/s | G instruction outputs/s |
+|---|---|---|---|---|---|
+{chain_rows}
 
 The port of the accumulator (`bench/bench_port.py`; `FormRunner.model_per_output`, the first port, vs the tiled
 chain kernel `gpu.kernels.device_model.model_chain_device`, now `FormRunner.model`; the hardware column is
@@ -121,6 +160,16 @@ All variants mixed: {ly['gpu_mixed']['g_outputs_per_s']:.2f} G outputs/s ({ly['g
 {ly['gpu_mixed']['mismatches']} mismatches, {ly['gpu_mixed']['port_disagreements']} port disagreements); the CPU
 engine (`fuzz_layout`) in the same run: {ly['cpu_engine']['outputs_per_second'] / 1e6:.2f} M outputs/s.
 
-The sparse family's GPU engine (`wgref fuzz sparse --engine gpu`, `bench/bench_sparse_gpu.py`) has host
-tests on all 528 forms but has not run on the H200 yet: no number here.
+The layout family's tiled-chain model option (`--model-kernel chain`) has not run on the H200: the
+campaign's default stays the first port, measured above.
+
+The sparse family (`bench/bench_sparse_gpu.py`, `wgref fuzz sparse --engine gpu`; stages alone and the
+campaign end to end with each model kernel, {sg['args']['seconds']} s a form, {sg['args']['batch_tiles']} tiles a
+batch; `bench/results/sparse_gpu_h200/`), G outputs/s:
+
+| form | hardware | model, gather kernel | model, chain kernel | end to end, gather | end to end, chain (the default) | outputs compared | mismatches / port disagreements / chain vs gather differences | CPU engine M outputs/s |
+|---|---|---|---|---|---|---|---|---|
+{sp_rows}
+
+Every form is at least 1 G outputs/s end to end with either kernel; the chain kernel is the default.
 """
