@@ -9,9 +9,11 @@ next to the hardware alone and the model alone, measured in the same run — for
 """
 
 import argparse
+import json
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -79,10 +81,28 @@ def gpu_engine(seconds: float, tiles: int, jobs=GPU_JOBS, mixed=("wgmma",)) -> d
     for target in mixed:
         with tempfile.TemporaryDirectory() as d:
             rep = fuzz_device(target, seconds=seconds, seed=2, batch_tiles=tiles, out=d)
+            # where the seconds went: each job's first batch apart from its later ones, and the slowest batches
+            recs = [json.loads(x) for x in (Path(d) / "journal.jsonl").read_text().splitlines() if x.strip()]
+        seen: set = set()
+        first_s = later_s = 0.0
+        for r in recs:
+            if "job" not in r:
+                continue
+            if r["job"] in seen:
+                later_s += r["seconds"]
+            else:
+                seen.add(r["job"])
+                first_s += r["seconds"]
+        slow = sorted((r for r in recs if "job" in r), key=lambda r: -r["seconds"])[:6]
         res[f"{target} (rs, chain drawn)"] = {"end_to_end_outputs_per_s": rep.rate, "outputs": rep.outputs,
                                               "instr_outputs": rep.instr_outputs, "mismatches": rep.mismatches,
                                               "port_disagreements": rep.port_disagreements, "chains": rep.chains,
-                                              "compile_seconds": rep.compile_seconds}
+                                              "compile_seconds": rep.compile_seconds,
+                                              "jobs_first_batch_seconds": first_s, "later_batches_seconds": later_s,
+                                              "slowest_batches": [{k: r[k] for k in ("batch", "job", "tiles", "seconds")}
+                                                                  for r in slow]}
+        print(f"  first batch of each of {len(seen)} jobs: {first_s:.2f} s; later batches: {later_s:.2f} s; slowest: "
+              + ", ".join(f"{r['job'].split('|')[-1]} {r['seconds']:.2f} s" for r in slow[:3]))
         print(f"GPU engine, {target} with RS and chains drawn ({rep.seconds:.0f} s, {rep.batches} batches, "
               f"{rep.mismatches} mismatches, {rep.port_disagreements} port disagreements): "
               f"{rep.rate / 1e9:.2f} G outputs/s, {rep.instr_outputs / max(rep.seconds, 1e-9) / 1e9:.2f} G instruction "
@@ -113,8 +133,8 @@ def main():
         return
     from gpu.fuzz.cpu_engine import fuzz
     from gpu.kernels.wgmma import job_runner
-    from refmodel.verify.jobs import Job, make_inputs, model_chain
     from refmodel.numerics.wgmma import wgmma
+    from refmodel.verify.jobs import Job, make_inputs, model_chain
 
     job = Job(INSTR)
     rng = np.random.default_rng(0)
