@@ -4,7 +4,7 @@
 #   dense   GPU fuzz engine, dense forms (RS, chains): gpu tests, the port bench, bench_fuzz
 #   sparse  GPU fuzz engine, sparse forms: gpu tests and bench
 #   layout  GPU fuzz engine, layout family: gpu tests and bench
-#   profile ncu of the precise GEMM configs (PROFILE="cfg ..."): tensor-pipe utilisation, stalls
+#   profile ncu of the precise GEMM configs (PROFILE="cfg ..."): tensor-pipe utilisation, stalls; and of the port
 #   record  the device_model digest fixtures (jobs, sparse, layout) -> $OUT/device_model.tar
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -38,7 +38,12 @@ for step in "$@"; do
         timeout 150 ncu --kernel-name gemm_fp8 --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
           ${MET:+--metrics $MET} python bench/profile_gemm_kernel.py --config "$cfg" --n 4096 2>&1 | grep -v "^==PROF==" \
           | tail -60 > "$OUT/ncu_$(echo "${cfg:-default}" | tr '=,' '__').txt"
-      done ;;
+      done
+      # the GPU port's tiled chain kernel (e4m3 m64n256k32): occupancy, integer pipes, shared-memory traffic
+      timeout 150 ncu --kernel-name regex:wgref_model_chain --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+        python bench/bench_port.py --forms wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 --reps 1 --tiles 2048 2>&1 \
+        | grep -v "^==PROF==" | tail -150 > $OUT/ncu_port_e4m3.txt ;;
     record)
       rm -rf /tmp/fx && mkdir -p /tmp/fx && cp -r fixtures/device_model fixtures/INDEX.json /tmp/fx/
       timeout 150 python -m gpu.record.device_model --out /tmp/fx --jobs 2>&1 | tail -2
