@@ -20,10 +20,18 @@
   consumer loop).  Otherwise the scales of kb+1 are loaded (``ld.global.nc``) before kb+1 is issued.
   With ``xtile`` the k-blocks form one stream across the CTA's tiles: the next tile's first block
   is issued before the current tile's last promotion and its epilogue;
+* promote with one partial set (``partials=1``, the only choice for ``bn`` = 192: an m64n192 partial and
+  its sums are 192 registers): each k-block is issued into d0, waited for (``wait_group 0``) and promoted
+  while the other consumer warpgroup's wgmmas run (as DeepGEMM does); a 192-column tile spans two
+  128-column B-scale blocks (boundary at tile column 128 for even tile columns pn, 64 for odd ones; the
+  producer's 16-byte scale copy carries sb[kb, nb] and sb[kb, nb + 1], the global path loads both).  With
+  ``xtile`` the next tile's block 0 is issued before the previous tile's epilogue, inside the tile loop so
+  that no wgmma is in flight across its back edge (ptxas would otherwise inject a wait);
 * no promote: one accumulator chain over all of K, ``wait_group 1`` after each K block's commit
   releases the previous block's slot (the tensor core never drains inside a tile);
 * epilogue per consumer warpgroup, independently: bf16 ``cvt.rn.bf16x2.f32`` + ``stmatrix.x4``, 64
-  columns at a time, into one of its two 64 x 64 staging buffers (128B-swizzled) alternately,
+  columns at a time, into one of its two 64 x 64 staging buffers (128B-swizzled) alternately (by a
+  running chunk count: ``bn`` / 64 is odd for 192),
   ``fence.proxy.async``, named barrier, TMA store of the 64x64 box; a buffer is rewritten once the
   store issued from it two chunks earlier has read it (``cp.async.bulk.wait_group.read 1``), so
   stores overlap the next chunk and the next tile's mainloop.  f32: direct global stores;
