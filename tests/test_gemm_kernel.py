@@ -35,6 +35,8 @@ CONFIGS = {
     "persistent-promote-bf16-bn192-smem": GemmConfig(bn=192, scales="smem"),
     "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
     "persistent-promote-bf16-1partial-smem": GemmConfig(partials=1, scales="smem"),
+    "persistent-promote-bf16-1partial": GemmConfig(partials=1),
+    "persistent-promote-bf16-1partial-xtile": GemmConfig(partials=1, xtile=True),
     "persistent-promote-bf16-bn192-xtile": GemmConfig(bn=192, xtile=True),
     "persistent-promote-bf16-bn192-xtile-smem": GemmConfig(bn=192, xtile=True, scales="smem"),
     "persistent-promote-f32-bn192-xtile": GemmConfig(bn=192, xtile=True, out="f32"),
@@ -57,7 +59,10 @@ def test_config_defaults_and_errors():
     assert not GemmConfig().xtile and not GemmConfig(promote=False).xtile and not GemmConfig(schedule="simple").xtile
     # bn=192 (m64n192 partial + f32 sums: 192 registers) has one partial set, and 4 ring slots of 40 KiB fit
     assert GemmConfig(bn=192).partials == 1 and GemmConfig(bn=192).stages == 4 and GemmConfig().partials == 2
-    assert GemmConfig(promote=False).partials == 2
+    assert GemmConfig(promote=False).partials is None
+    import dataclasses
+    for cfg in (GemmConfig(promote=False), GemmConfig(bn=192), GemmConfig(schedule="simple")):   # fields round-trip
+        assert GemmConfig(**dataclasses.asdict(cfg)) == cfg and dataclasses.replace(cfg, stages=3).stages == 3
     for cfg in CONFIGS.values():
         assert cfg.smem_bytes <= 232448, cfg
     for kw in ({"bn": 256}, {"bn": 192, "promote": False}, {"schedule": "persistent", "broken": "lax_wait"},
@@ -66,7 +71,7 @@ def test_config_defaults_and_errors():
                {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
                {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
-               {"partials": 1, "schedule": "simple"}, {"bn": 160}):
+               {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
@@ -92,6 +97,33 @@ def test_kernel_trace_passes_the_checker(name):
     # simple and one partial set: wait_group 0 after every k-block; persistent with two partial sets (or
     # no promotion): the next k-block is issued before the wait
     assert flight == (1 if cfg.schedule == "simple" or (cfg.promote and cfg.partials == 1) else 2)
+
+
+def test_trace_catches_staging_buffers_alternating_per_tile():
+    """bn=192 has 3 epilogue chunks per tile: buffers picked by chunk index within the tile (the old
+    ch % 2) would rewrite the buffer of the store issued just before (the previous tile's last chunk);
+    the kernel alternates by a running count, and the checker tells the two apart."""
+    import json
+    import re as re_
+
+    from gpu.kernels.gemm_fp8 import _src
+    from refmodel.machine.pipeline import parse_trace
+
+    cfg = GemmConfig(bn=192)
+    evs = trace(cfg, K=384, tiles=3)
+    assert not check(evs).errors
+    stage_out = cfg.stages * (16384 + cfg.bn * 128)
+    lines = []
+    for e in evs:
+        d = json.loads(e.to_json())
+        m = re_.search(r"(consumer(\d)) tile=\d+ epilogue.* chunk (\d+)", d.get("line", ""))
+        if m and d["op"] in ("stmatrix", "tma_store"):
+            buf = stage_out + int(m.group(2)) * 16384 + (int(m.group(3)) % 2) * 8192
+            d["smem"] = [[buf, buf + 8192]]
+        lines.append(json.dumps(d))
+    kinds = {h.kind for h in check(parse_trace("\n".join(lines) + "\n")).errors}
+    assert kinds == {"smem_overwrite_store_in_flight"}, kinds
+    assert _src.STAGE_OUT == 2 * 16384
 
 
 @pytest.mark.parametrize("broken,kind", [("lax_wait", "acc_in_flight"), ("no_proxy_fence", "generic_write_async_read"),
@@ -162,6 +194,9 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,scales=smem"),
                                   (1008, 1040, 512, "bits", True, "bf16", "bn=192,scales=smem"),
                                   (208, 400, 512, "wide", True, "f32", "bn=192"),       # second scale block clamped
+                                  (208, 160, 512, "wide", True, "f32", "bn=192"),       # N < 192: one partial tile
+                                  (192, 272, 512, "normal", True, "bf16", "bn=192,xtile=1,scales=smem"),
+                                  (1040, 2064, 384, "bits", True, "bf16", "partials=1,xtile=1"),
                                   (1040, 2064, 384, "normal", True, "bf16", "partials=1,scales=smem"),
                                   (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1"),
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),

@@ -364,8 +364,13 @@ Warnings (`pointless_wait`) are printed but exit 0 unless `--strict`.
 
 ## Limits
 
-Not modelled: TMA store completion (`cp.async.bulk.commit_group` / `wait_group.read` before the
-output panels are reused), clusters and multicast, `fence.mbarrier_init`, named-barrier ids (a
+TMA stores are modelled as one bulk group each: a store reads its shared bytes until a
+`bulk_wait_group N` (`cp.async.bulk.wait_group.read N`) of its role leaves at most N newer stores, and
+overwriting those bytes earlier (`stmatrix`, `st_shared`, a `tma_load` refill) is
+`smem_overwrite_store_in_flight` -- the race of an epilogue that reuses a staging buffer too soon.
+
+Not modelled: a store's completion in global memory (`cp.async.bulk.wait_group` without `.read` is
+treated like `.read`), clusters and multicast, `fence.mbarrier_init`, named-barrier ids (a
 `bar.sync` is CTA-wide), real durations (a wgmma is in flight until a wait says otherwise).
 
 Timeline legend: {LEGEND}.

@@ -6,8 +6,9 @@ Two schedules (``GemmConfig.schedule``):
 * ``"persistent"`` (the default; :mod:`gpu.kernels.gemm_fp8_source` documents it): one CTA per SM
   walking tiles in grouped raster order, producer/consumer register rebalancing (setmaxnreg), with
   promotion the next K block's wgmmas run (second accumulator set) while the previous block is
-  promoted, without promotion a ``wait_group 1`` chain; tiles 128 x ``bn`` (``bn`` 128, or 256
-  without promotion, the default there); per-warpgroup TMA-store epilogue overlapping the next tile.
+  promoted (or, ``partials=1``, one set waited for and promoted while the other consumer's wgmmas run),
+  without promotion a ``wait_group 1`` chain; tiles 128 x ``bn`` (``bn`` 128 or 192 with promotion, 128 or
+  256 without, the default there); per-warpgroup TMA-store epilogue overlapping the next tile.
 * ``"simple"`` (the original kernel, and the one the ``broken`` variants modify), described below.
 
 The numerics are the same in both (per output element: per K block 4 chained k32 wgmmas, a fresh
@@ -134,14 +135,15 @@ class GemmConfig:
             raise InputError("bn=192 needs promote=True (without promotion bn=256 is the wide tile)")
         if bn == 192 and self.cluster == 2:
             raise InputError("cluster=2 supports bn 128 and 256, got bn=192")
-        partials = (2 if bn == 128 else 1) if self.partials is None else self.partials
-        if partials not in (1, 2) or isinstance(partials, bool):
-            raise InputError(f"partials must be 1 or 2, got {partials!r}")
-        if not self.promote:
-            partials = 2     # (no promotion: one accumulator chain; the field is not used)
-        if partials == 2 and bn == 192:
-            raise InputError("bn=192 needs partials=1 (two m64n192 partials plus the f32 sums exceed the registers)")
-        set_("partials", partials)
+        if self.promote:      # (no promotion: one accumulator chain, partials stays None)
+            partials = (2 if bn == 128 else 1) if self.partials is None else self.partials
+            if partials not in (1, 2) or isinstance(partials, bool):
+                raise InputError(f"partials must be 1 or 2, got {partials!r}")
+            if partials == 2 and bn == 192:
+                raise InputError("bn=192 needs partials=1 (two m64n192 partials plus the f32 sums exceed the registers)")
+            if partials == 1 and self.cluster == 2:
+                raise InputError("cluster=2 needs partials=2")
+            set_("partials", partials)
         set_("bn", bn)
         fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
         stages = fits[-1] if self.stages is None else self.stages
@@ -501,16 +503,19 @@ def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = No
 def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
     """Events of the persistent kernel for ``tiles`` tiles of one CTA, ``KB`` k-blocks each: the
     producer's ring of ``cfg.stages`` slots (A 128 x 128 B, B ``bn`` x 128 B) continuing across
-    tiles; per consumer warpgroup with promotion: issue k-block 0 into d0, then per k-block kb
+    tiles; per consumer warpgroup with promotion and one partial set (``cfg.partials == 1``): per k-block
+    issue into d0, ``wait_group 0``, release, promote (with ``cfg.xtile`` the next tile's block 0 is
+    issued before the tile's epilogue); with two sets: issue k-block 0 into d0, then per k-block kb
     issue kb+1 into the other set (d1/d0), ``wait_group 1``, release kb's slot, read kb's set and
     write the f32 sums ``f`` (the promotion FMA), the last k-block with ``wait_group 0`` (with
     ``cfg.xtile`` the next block may be the next tile's first, issued before the tile's last
     promotion and epilogue; only the CTA's last block drains); without
     promotion one chain into d with ``wait_group 1`` releasing the previous slot after each
     commit, ``wait_group 0`` at the end; epilogue per warpgroup and 64-column chunk: named
-    barrier, stmatrix into one of its two 64 x 64 staging buffers (alternately), fence.proxy.async,
-    named barrier, TMA store of the buffer (bf16; with f32 the accumulators are read and stored
-    directly)."""
+    barrier, stmatrix into one of its two 64 x 64 staging buffers (alternately by the warpgroup's running
+    chunk count, after ``cp.async.bulk.wait_group.read 1``: ``bulk_wait_group``), fence.proxy.async, named
+    barrier, TMA store of the buffer (bf16, and ``wait_group 0`` on the stores before exit; with f32 the
+    accumulators are read and stored directly)."""
     from refmodel.layouts.descriptor import make_descriptor
     from refmodel.machine.pipeline import _schedule
 
@@ -583,6 +588,9 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
             for ch in range(bn // 64):     # the staging buffers alternate by the warpgroup's running chunk count
                 sync, buf = f"epi{c}.{tile}.{ch}", st + (ctr["chunk"] % 2) * 8192
                 ctr["chunk"] += 1
+                # the store issued from this buffer two chunks ago must have read it: wait_group.read 1
+                q.append({"op": "bulk_wait_group", "n": 1, "t": role,
+                          "line": tag + ": cp.async.bulk.wait_group.read 1 (the latest store may still read)"})
                 q.append({"op": "bar.sync", "t": role, "line": tag + ": named barrier (staging buffer free)",
                           "_sync": sync + "a", "_with": [role]})
                 q.append({"op": "stmatrix", "smem": [[buf, buf + 8192]], "t": role, "line": tag + f" chunk {ch}"})
@@ -641,6 +649,8 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                 wait(0, f"{role} tile={tile} drain")
                 release(f"{role} tile={tile} drain")
                 epilogue(tile, f"d[0:{nacc}]")
+        if cfg.out == "bf16":
+            q.append({"op": "bulk_wait_group", "n": 0, "t": role, "line": f"{role}: cp.async.bulk.wait_group 0 before exit"})
         programs[role] = q
     return _schedule(prefix, programs)
 

@@ -12,7 +12,7 @@
   two register sets d0/d1 alternately; block kb+1 is issued before block kb is promoted
   (``wait_group 1``), so the tensor core works on kb+1 while the CUDA cores compute
   ``acc = fma(RN(sa[row, kb] * sb[kb, nb]), partial_kb, acc)`` (same order, same roundings as
-  before).  Scales (``scales_smem``, the default): the launcher transposes scale_a on the device to
+  before).  Scales (``scales_smem``; the default is global loads): the launcher transposes scale_a on the device to
   sa_t (K/128, M padded to 256, zero rows) and pads sb to 16 bytes per (kb, nb); the producer
   bulk-copies (``cp.async.bulk`` 1-D, counted in the stage's expect_tx) the tile's 128 floats of
   sa_t[kb] and sb[kb, nb] into the stage's 528-byte scale area, and each consumer reads its two rows'
@@ -281,7 +281,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
   const u32 stage = out_tile + c * 16384;
 #pragma unroll
   for (int ch = 0; ch < BN / 64; ++ch) {
-    const u32 buf = stage + ((ec + ch) & 1) * 8192;
+    const u32 buf = stage + ((((BN / 64) & 1) ? ec + ch : (u32)ch) & 1) * 8192;   // (even BN / 64: ec stays even)
     if (lt == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
     asm volatile("bar.sync %0, 128;\n" :: "r"(2 + c) : "memory");
     u32 p[16];
@@ -537,7 +537,7 @@ def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, clust
         wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote and partials == 2 else "")
 
 
-SC_BYTES = 528                        # per stage with scales in shared memory: 128 f32 A-row scales + 16 B for sb
+SC_BYTES = 528                        # per stage with scales in shared memory: 128 f32 A-row scales + 16 B of sb4[kb, nb] (sb[kb, nb], sb[kb, nb + 1])
 
 
 def smem_bytes(stages: int, bn: int, out_bf16: bool, scales_smem: bool = False) -> int:

@@ -156,6 +156,16 @@ def _smem_overwrite_in_flight(c: PipelineChecker, e: Event, rs: _RoleState) -> N
                       mma=c.event_name(mi), state=c.describe(owner))
 
 
+def _smem_overwrite_store_in_flight(c: PipelineChecker, e: Event, rs: _RoleState) -> None:
+    for name, owner in c.roles.items():
+        for si, ranges in owner.stores:
+            r = _overlap(e.smem, ranges)
+            if r is not None:
+                c.add("smem_overwrite_store_in_flight", [si, e.index], ev=e.name, rng=_fmt_range(r),
+                      store=c.event_name(si), role=name)
+                break
+
+
 def _read_before_tma_complete(c: PipelineChecker, e: Event, rs: _RoleState) -> None:
     for w in c.tma:
         if rs.acquired.get(w.bar, -1) >= w.phase:
@@ -298,6 +308,11 @@ HAZARDS: dict[str, HazardKind] = {
         "{ev} overwrites shared bytes {rng} that {mma} reads, and that wgmma is still in flight ({state}); "
         "the slot must be released only after a wait_group retired it",
         ("st_shared", "stmatrix", "tma_load"), _smem_overwrite_in_flight),
+    "smem_overwrite_store_in_flight": HazardKind(
+        "error", "shared bytes overwritten while a TMA store may still be reading them",
+        "{ev} overwrites shared bytes {rng} that {store} may still be reading: {role} has not retired that "
+        "store with cp.async.bulk.wait_group.read (bulk_wait_group) yet",
+        ("st_shared", "stmatrix", "tma_load"), _smem_overwrite_store_in_flight),
     "read_before_tma_complete": HazardKind(
         "error", "shared bytes read before the reading role waited on the TMA load's mbarrier phase",
         "{ev} reads shared bytes {rng} that {tma} writes, but {role} has not waited on phase {ph} "

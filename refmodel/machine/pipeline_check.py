@@ -90,6 +90,7 @@ class _RoleState:
     acquired: dict = field(default_factory=dict)     # bar -> highest completed phase observed
     last_seen: dict = field(default_factory=dict)    # bar -> (phase, wait event) of the last wait
     last_wait: int | None = None
+    stores: deque = field(default_factory=deque)      # (tma_store event, ranges) still reading shared memory
 
     def live(self) -> list[Group]:
         """The role's groups not retired: committed ones in flight (oldest first), then the open one."""
@@ -268,7 +269,12 @@ class PipelineChecker:
                 ph = b.phase - 1
                 rs.last_seen[e.bar] = (ph, i)
                 rs.acquired[e.bar] = max(rs.acquired.get(e.bar, -1), ph)
-        # ld_shared and tma_store only read: nothing changes
+        elif op == "tma_store":
+            rs.stores.append((i, e.smem))
+        elif op == "bulk_wait_group":
+            while len(rs.stores) > e.n:
+                rs.stores.popleft()
+        # ld_shared only reads: nothing changes
 
     @staticmethod
     def _complete_if_done(b: _Bar, i: int) -> None:

@@ -24,10 +24,10 @@ from .pipeline import Event, Group, PipelineReport
 OP_CHARS = {"wgmma.fence": "F", "mma_async": "m", "commit_group": "C", "reg_read": "r", "reg_write": "w",
             "mbarrier.wait": "b", "mbarrier.arrive": "a", "mbarrier.arrive_expect_tx": "e", "stmatrix": "s",
             "st_shared": "s", "ld_shared": "l", "fence.proxy.async": "P", "bar.sync": "|", "tma_store": "T",
-            "tma_load": "L", "mbarrier.init": "i"}
+            "tma_load": "L", "mbarrier.init": "i", "bulk_wait_group": "R"}
 LEGEND = ("ops: F wgmma.fence, m mma_async, C commit_group, 0-9 wait_group N, r/w register read/write, "
           "b mbarrier.wait, a arrive, e arrive_expect_tx, s stmatrix/st.shared, P fence.proxy.async, | bar.sync, "
-          "T tma_store, L tma_load, i mbarrier.init; groups: m issue, - issuing, C commit, = in flight, X retired by "
+          "T tma_store, R bulk_wait_group (stores' reads retired), L tma_load, i mbarrier.init; groups: m issue, - issuing, C commit, = in flight, X retired by "
           "that wait, > still in flight at the end; TMA slots: e arrive_expect_tx, L tma_load, : slot filled until "
           "its next refill; ! an event named by a hazard")
 

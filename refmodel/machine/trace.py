@@ -54,7 +54,10 @@ OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
                                   "transaction bytes, then one arrival"),
     "tma_load": (("bar", "smem"), ("bytes",), "cp.async.bulk.tensor load: async-proxy write of `smem`, "
                  "completing `bytes` (default: the size of `smem`) on `bar`"),
-    "tma_store": (("smem",), (), "cp.async.bulk.tensor store: async-proxy read of `smem`"),
+    "tma_store": (("smem",), (), "cp.async.bulk.tensor store (with its bulk commit_group): async-proxy read "
+                  "of `smem`, which may go on until a bulk_wait_group of the role retires it"),
+    "bulk_wait_group": (("n",), (), "cp.async.bulk.wait_group[.read] N: the role's TMA stores beyond the newest N "
+                        "have finished reading shared memory"),
     "mbarrier.wait": (("bar", "phase"), (), "mbarrier.try_wait.parity loop: blocks until the phase "
                       "with parity `phase` (0 or 1) has completed"),
 }
@@ -94,7 +97,7 @@ class Event:
         what = self.op
         if self.id:
             what += f" {self.id}"
-        elif self.op == "wait_group":
+        elif self.op in ("wait_group", "bulk_wait_group"):
             what += f" {self.n}"
         elif self.bar is not None:
             what += f" {self.bar}"
