@@ -138,7 +138,8 @@ K block vs `use_fast_accum=False`, fast = one accumulator chain vs `use_fast_acc
 {bt}
 
 Config names: `persistent`/`simple` schedule, `p1`/`p0` promotion on/off, `bn` tile N, `s` ring stages, `x`
-the cross-tile k-block pipelining, `c2` 2-CTA clusters. Every row of this run loaded the scales from
+the cross-tile k-block pipelining, `c2` 2-CTA clusters, `q1` one partial set, `sg` scales loaded from global
+memory (names recorded before the `scales` option existed omit `sg`). Every row of this run loaded the scales from
 global memory (the `scales` option came later; its shared-memory path has not run on the H200 yet).
 The default configs are `persistent-p1-bn128-s6` (precise; `xtile` off) and `persistent-p0-bn256-s4`
 (fast). The same run's bit check (`python -m gpu.record.gemm --check-only --configs "" "xtile=0" "bn=128"`,
