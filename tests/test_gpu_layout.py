@@ -82,6 +82,21 @@ def test_the_drawing_covers_every_kind():
 
 
 @needs_cxx
+def test_the_chain_kernel_model_is_the_per_output_model_on_every_variant_host():
+    """model_kernel="chain" (the tiled chain kernel, one step) gives the per-output kernel's D and
+    undefined flags on every variant; the host builds of both kernels (the gpu test below does it on
+    the device)."""
+    from gpu.kernels.layout_runner import LayoutRunner
+
+    for vi, v in enumerate(WGMMA_VARIANTS):
+        slow, fast = LayoutRunner(v, device=False), LayoutRunner(v, device=False, model_kernel="chain")
+        x = slow.generate(6, vi, 48)
+        (ds, us), (df, uf) = slow.model(x), fast.model(x)
+        assert np.array_equal(us, uf) and np.array_equal(ds, df), v
+        assert not us.all(), v          # some cases are defined: the comparison has outputs to compare
+
+
+@needs_cxx
 def test_a_batch_is_a_function_of_seed_and_batch():
     from gpu.kernels.layout_runner import LayoutRunner
 

@@ -599,6 +599,33 @@ def model_chain_device(form, acodes, bcodes, cbits, pos=None, out=None):
     return out
 
 
+def model_chain_host(form, acodes, bcodes, cbits, pos=None) -> np.ndarray:
+    """:func:`model_chain_device` on the host build of the same kernels, numpy in and out (the same
+    operand codes, C bits and positions; (T, 64, N) uint32, int32 for integer forms)."""
+    from refmodel.wgmma_forms import WgmmaForm, parse_wgmma
+
+    if not isinstance(form, WgmmaForm):
+        form = parse_wgmma(form)
+    acodes, bcodes = np.asarray(acodes), np.asarray(bcodes)
+    if acodes.ndim != 4 or bcodes.ndim != 4:
+        raise InputError(f"acodes must be (T, L, 64, Kc) and bcodes (T, L, Kb, N), got {acodes.shape} and {bcodes.shape}")
+    T, L, R, Kc = (int(v) for v in acodes.shape)
+    Kb, N = int(bcodes.shape[2]), int(bcodes.shape[3])
+    _check_dims(R, Kc, Kb, N, pos is not None)
+    p = params_for(form)
+    if pos is not None:
+        pos = np.ascontiguousarray(pos, np.int16)
+    if form.family == "int8":
+        x = {"int": True, "clamp": (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp",
+             "arrays": [np.ascontiguousarray(v, np.int32) for v in (acodes, bcodes, np.asarray(cbits).view(np.int32))]}
+    else:
+        sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
+        x = {"int": False, "params": kernel_params(p, sa_.mbits, sb_.mbits),
+             "tables": [np.ascontiguousarray(v) for v in (*decode_table(sa_), *decode_table(sb_))],
+             "arrays": [np.ascontiguousarray(v, np.uint32) for v in (acodes, bcodes, cbits)]}
+    return _chain_host_run(x, pos, T, L, Kc, Kb, N)
+
+
 def wgmma_chain_device(instr: str, a, b, c=None, *, chain: int, scale_d: bool = True, imm_scale_a: int = 1,
                        imm_scale_b: int = 1):
     """:func:`wgmma_chain_host` on the GPU (numpy inputs, cupy bits out, (T, 64, N) uint32 / int32)."""

@@ -257,6 +257,10 @@ class LayoutRunner:
             elif self.device:
                 self.model_mod.get_function("wgref_int_model")(grid, (_THREADS,), (a, b, c, out, *dims,
                                                                                   np.int32(self.clamp)))
+            elif self.model_kernel == "chain":      # the host build of the tiled chain kernel
+                from gpu.kernels.device_model import model_chain_host
+
+                out = model_chain_host(f, a.reshape(C, 1, 64, K), b.reshape(C, 1, K, N), c)
             else:
                 p = [v.ctypes.data_as(ctypes.c_void_p) for v in (a, b, c, out)]
                 self.model_lib.wgref_int_model_host(*p, C, 64, K, N, int(self.clamp))
@@ -279,6 +283,10 @@ class LayoutRunner:
         elif self.device:
             self.model_mod.get_function("wgref_wgmma_model")(grid, (_THREADS,), (a, b, c, out, *dims, *self._tables,
                                                                                 self._pv))
+        elif self.model_kernel == "chain":          # the host build of the tiled chain kernel
+            from gpu.kernels.device_model import model_chain_host
+
+            out = model_chain_host(f, a.reshape(C, 1, 64, K), b.reshape(C, 1, K, N), c)
         else:
             p = [v.ctypes.data_as(ctypes.c_void_p) for v in (a, b, c, out, *self._tables)]
             self.model_lib.wgref_wgmma_model_host(*p[:4], C, 64, K, N, *p[4:], ctypes.byref(self._params))
