@@ -79,7 +79,7 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
 #define PARTIALS $partials         // promote: 2 = two partial sets (kb+1 runs while kb is promoted), 1 = one (wait_group 0)
 #define NBLK_HI $nblk_hi          // BN = 192: a tile spans two 128-column B-scale blocks
-#define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + sb[kb, nb] padded to 16 B
+#define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + 16 B: sb[kb, nb], sb[kb, nb + 1], 0, 0
 
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
   asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}\n"
