@@ -443,6 +443,9 @@ def verifier_page() -> str:
     import json
 
     demo = json.loads((ROOT / "docs" / "data" / "user_kernel_demo.json").read_text())
+    sp_res = json.loads((ROOT / "bench" / "results" / "sparse_gpu_h200" / "chain_model.json").read_text())["forms"]
+    sp_rates = [v["gpu_engine"]["outputs_per_second"] / 1e9 for v in sp_res.values()]
+    sp_bad = sum(v["gpu_engine"]["mismatches"] for v in sp_res.values())
     parts = []
     for bug, r in demo.items():
         label = "correct kernel" if bug == "None" else f"bug = {bug}"
@@ -536,8 +539,8 @@ wgref fuzz layout --engine gpu --time 10m       # random legal and near-illegal 
   the metadata lanes no thread reads, generated on the GPU; the port of `kept_positions` gives each
   row's B rows (a dropped element contributes +0); the first real mismatch is shrunk on the hardware
   and saved for `wgref replay`. Host tests hold it equal to `refmodel.wgmma_sp` on all 528 forms; on the
-  H200 its gpu tests pass and four benched forms ran 3.99-8.55 G outputs/s end to end with 0 mismatches
-  (docs/performance.md).
+  H200 its gpu tests pass and {len(sp_rates)} benched forms ran {min(sp_rates):.2f}-{max(sp_rates):.2f} G outputs/s end to end
+  with {sp_bad} mismatches (docs/performance.md).
 * **layout** (`gpu/fuzz/gpu_layout.py`, `gpu/kernels/desc_gather.py`): the descriptor kinds of
   `refmodel.verify.layout_cases` (every swizzle mode, both majors where imm-trans allows, dense and
   wrong LBO/SBO, starts on the pattern, at 32-byte K steps, anywhere or flush with the image end, base
