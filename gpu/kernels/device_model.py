@@ -283,18 +283,23 @@ def _ptr(x: np.ndarray):
     return x.ctypes.data_as(ctypes.c_void_p)
 
 
+def _float_tables(form, p) -> dict:
+    """The float kernels' binding row (``params``) and A's then B's decode tables (``tables``) of a form."""
+    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
+    return {"params": kernel_params(p, sa_.mbits, sb_.mbits),
+            "tables": [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))]}
+
+
 def _kernel_inputs(form, p, a, b, c, imm_scale_a: int, imm_scale_b: int, T: int, R: int, K: int,
                    N: int) -> dict:
     """The kernels' inputs as contiguous numpy arrays, A (T, R, K), B (T, K, N), C (T, R, N): int32
     values for integer forms; otherwise operand codes, C's bits, the two decode tables and the
     binding row."""
     if form.family == "int8":
-        return {"int": True, "clamp": (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp",
+        return {"int": True, "clamp": p.clamps(form.satfinite),
                 "arrays": [np.ascontiguousarray(np.asarray(x).reshape(shape), np.int32)
                            for x, shape in ((a, (T, R, K)), (b, (T, K, N)), (c, (T, R, N)))]}
-    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-    return {"int": False, "params": kernel_params(p, sa_.mbits, sb_.mbits),
-            "tables": [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))],
+    return {"int": False, **_float_tables(form, p),
             "arrays": [np.ascontiguousarray(operand_codes(a, form.dtype_a, p, imm_scale_a == -1).reshape(T, R, K), np.uint32),
                        np.ascontiguousarray(operand_codes(b, form.dtype_b, p, imm_scale_b == -1).reshape(T, K, N), np.uint32),
                        np.ascontiguousarray(bits_of(c).reshape(T, R, N), np.uint32)]}
@@ -414,14 +419,28 @@ def _chain_inputs(form, p, steps_a, steps_b, c, imm_scale_a: int, imm_scale_b: i
                np.ascontiguousarray(np.stack([np.asarray(x).reshape(T, -1, N) for x in steps_b], 1), np.int32),
                np.ascontiguousarray(np.asarray(c).reshape(T, 64, N), np.int32)]
         return {"int": True, "arrays": arr,
-                "clamp": (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"}
-    sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
+                "clamp": p.clamps(form.satfinite)}
     ca = [operand_codes(x, form.dtype_a, p, imm_scale_a == -1).reshape(T, 64, -1) for x in steps_a]
     cb = [operand_codes(x, form.dtype_b, p, imm_scale_b == -1).reshape(T, -1, N) for x in steps_b]
-    return {"int": False, "params": kernel_params(p, sa_.mbits, sb_.mbits), "L": L,
-            "tables": [np.ascontiguousarray(x) for x in (*decode_table(sa_), *decode_table(sb_))],
+    return {"int": False, **_float_tables(form, p), "L": L,
             "arrays": [np.ascontiguousarray(np.stack(ca, 1), np.uint32), np.ascontiguousarray(np.stack(cb, 1), np.uint32),
                        np.ascontiguousarray(bits_of(c).reshape(T, 64, N), np.uint32)]}
+
+
+def _chain_steps(instr: str, a, b, c, L: int, K: int, scale_d: bool, imm_scale_a: int, imm_scale_b: int):
+    """(form, params, A steps, B steps, C, batch shape) of a chain of ``L`` wgmmas along K
+    (:func:`refmodel.numerics.wgmma.prepare` per step: K columns of ``a`` / rows of ``b`` each, C and
+    ``scale_d`` on the first step only)."""
+    steps_a, steps_b, c0 = [], [], None
+    for l in range(L):
+        form, p, al, bl, cl, batch = prepare(instr, a[..., l * K:(l + 1) * K], b[..., l * K:(l + 1) * K, :],
+                                             c if l == 0 else None, scale_d if l == 0 else True,
+                                             imm_scale_a, imm_scale_b, None)
+        steps_a.append(al)
+        steps_b.append(bl)
+        if l == 0:
+            c0 = cl
+    return form, p, steps_a, steps_b, c0, batch
 
 
 def wgmma_chain_host(instr: str, a, b, c=None, *, chain: int, scale_d: bool = True, imm_scale_a: int = 1,
@@ -440,15 +459,7 @@ def wgmma_chain_host(instr: str, a, b, c=None, *, chain: int, scale_d: bool = Tr
     if a.ndim < 2 or a.shape[-1] != L * K or b.ndim < 2 or b.shape[-2] != L * K:
         raise InputError(f"a chain of {L} wgmmas takes a (..., 64, {L * K}) and b (..., {L * K}, {N}), "
                          f"got a {a.shape} and b {b.shape}")
-    steps_a, steps_b, c0, batch, p = [], [], None, None, None
-    for l in range(L):
-        form, p, al, bl, cl, batch = prepare(instr, a[..., l * K:(l + 1) * K], b[..., l * K:(l + 1) * K, :],
-                                             c if l == 0 else None, scale_d if l == 0 else True,
-                                             imm_scale_a, imm_scale_b, None)
-        steps_a.append(al)
-        steps_b.append(bl)
-        if l == 0:
-            c0 = cl
+    form, p, steps_a, steps_b, c0, batch = _chain_steps(instr, a, b, c, L, K, scale_d, imm_scale_a, imm_scale_b)
     if form.family != "int8" and p.k_group not in (None, K):
         raise InputError("the GPU port models one fused sum per instruction (k_group = K)")
     T = int(np.prod(batch, dtype=np.int64))
@@ -558,14 +569,22 @@ def _device_form(form):
         mod = compile_module(SOURCE)
         p = params_for(form)
         if form.family == "int8":
-            entry = (mod, None, None, None, (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp")
+            entry = (mod, None, None, None, p.clamps(form.satfinite))
         else:
-            sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-            prm = kernel_params(p, sa_.mbits, sb_.mbits)
-            entry = (mod, [cp.asarray(np.ascontiguousarray(x)) for x in (*decode_table(sa_), *decode_table(sb_))],
+            ft = _float_tables(form, p)
+            prm = ft["params"]
+            entry = (mod, [cp.asarray(x) for x in ft["tables"]],
                      cp.asarray(np.array([getattr(prm, f) for f, _ in WgParams._fields_], np.int32)), prm.F, None)
         _DEVICE_FORMS[form.instr] = entry
     return _DEVICE_FORMS[form.instr]
+
+
+def _chain_shape(acodes, bcodes) -> tuple[int, int, int, int, int, int]:
+    """(T, L, R, Kc, Kb, N) of the chain kernels' operand codes, A (T, L, R, Kc) and B (T, L, Kb, N)."""
+    if acodes.ndim != 4 or bcodes.ndim != 4:
+        raise InputError(f"acodes must be (T, L, 64, Kc) and bcodes (T, L, Kb, N), got {acodes.shape} and {bcodes.shape}")
+    T, L, R, Kc = (int(v) for v in acodes.shape)
+    return T, L, R, Kc, int(bcodes.shape[2]), int(bcodes.shape[3])
 
 
 def model_chain_device(form, acodes, bcodes, cbits, pos=None, out=None):
@@ -580,10 +599,7 @@ def model_chain_device(form, acodes, bcodes, cbits, pos=None, out=None):
     cp = require_device()
     if not isinstance(form, WgmmaForm):
         form = parse_wgmma(form)
-    if acodes.ndim != 4 or bcodes.ndim != 4:
-        raise InputError(f"acodes must be (T, L, 64, Kc) and bcodes (T, L, Kb, N), got {acodes.shape} and {bcodes.shape}")
-    T, L, R, Kc = (int(v) for v in acodes.shape)
-    Kb, N = int(bcodes.shape[2]), int(bcodes.shape[3])
+    T, L, R, Kc, Kb, N = _chain_shape(acodes, bcodes)
     mod, tables, pv, F, clamp = _device_form(form)
     if pos is not None:
         pos = cp.ascontiguousarray(pos, dtype=cp.int16)
@@ -607,21 +623,16 @@ def model_chain_host(form, acodes, bcodes, cbits, pos=None) -> np.ndarray:
     if not isinstance(form, WgmmaForm):
         form = parse_wgmma(form)
     acodes, bcodes = np.asarray(acodes), np.asarray(bcodes)
-    if acodes.ndim != 4 or bcodes.ndim != 4:
-        raise InputError(f"acodes must be (T, L, 64, Kc) and bcodes (T, L, Kb, N), got {acodes.shape} and {bcodes.shape}")
-    T, L, R, Kc = (int(v) for v in acodes.shape)
-    Kb, N = int(bcodes.shape[2]), int(bcodes.shape[3])
+    T, L, R, Kc, Kb, N = _chain_shape(acodes, bcodes)
     _check_dims(R, Kc, Kb, N, pos is not None)
     p = params_for(form)
     if pos is not None:
         pos = np.ascontiguousarray(pos, np.int16)
     if form.family == "int8":
-        x = {"int": True, "clamp": (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp",
+        x = {"int": True, "clamp": p.clamps(form.satfinite),
              "arrays": [np.ascontiguousarray(v, np.int32) for v in (acodes, bcodes, np.asarray(cbits).view(np.int32))]}
     else:
-        sa_, sb_ = operand_spec(form.dtype_a, p), operand_spec(form.dtype_b, p)
-        x = {"int": False, "params": kernel_params(p, sa_.mbits, sb_.mbits),
-             "tables": [np.ascontiguousarray(v) for v in (*decode_table(sa_), *decode_table(sb_))],
+        x = {"int": False, **_float_tables(form, p),
              "arrays": [np.ascontiguousarray(v, np.uint32) for v in (acodes, bcodes, cbits)]}
     return _chain_host_run(x, pos, T, L, Kc, Kb, N)
 
@@ -636,15 +647,8 @@ def wgmma_chain_device(instr: str, a, b, c=None, *, chain: int, scale_d: bool = 
     L = _check_chain(chain)
     form = parse_wgmma(instr)
     K, N = form.k, form.n
-    steps_a, steps_b, c0, batch, p = [], [], None, None, None
-    a, b = np.asarray(a), np.asarray(b)
-    for l in range(L):
-        form, p, al, bl, cl, batch = prepare(instr, a[..., l * K:(l + 1) * K], b[..., l * K:(l + 1) * K, :],
-                                             c if l == 0 else None, scale_d if l == 0 else True,
-                                             imm_scale_a, imm_scale_b, None)
-        steps_a.append(al)
-        steps_b.append(bl)
-        c0 = cl if l == 0 else c0
+    form, p, steps_a, steps_b, c0, batch = _chain_steps(instr, np.asarray(a), np.asarray(b), c, L, K, scale_d,
+                                                        imm_scale_a, imm_scale_b)
     T = int(np.prod(batch, dtype=np.int64))
     x = _chain_inputs(form, p, steps_a, steps_b, c0, imm_scale_a, imm_scale_b, T, N)
     return model_chain_device(form, *[cp.asarray(v) for v in x["arrays"]])

@@ -264,7 +264,7 @@ class FormRunner:
         if self.int_form:
             c = x["c"].view(cp.int32) if scale_d else cp.zeros_like(x["c"]).view(cp.int32)
             p = params_for(form)
-            clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+            clamp = p.clamps(form.satfinite)
             for s_ in range(L):
                 out = cp.empty((T, 64, N), cp.int32)
                 self.model_mod.get_function("wgref_int_model")(grid, (256,), (cp.ascontiguousarray(a[s_]),

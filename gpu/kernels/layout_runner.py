@@ -91,7 +91,7 @@ class LayoutRunner:
         self.int_form = f.family == "int8"
         if self.int_form:
             p = params_for(f)
-            self.clamp = (p.overflow_satfinite if f.satfinite else p.overflow_plain) == "clamp"
+            self.clamp = p.clamps(f.satfinite)
         else:
             p = params_for(f)
             if p.k_group not in (None, f.k):

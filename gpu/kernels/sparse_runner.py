@@ -236,7 +236,7 @@ class SparseRunner:
         p = params_for(f.dense)
         self.p = p
         if self.int_form:
-            self.clamp = int((p.overflow_satfinite if f.satfinite else p.overflow_plain) == "clamp")
+            self.clamp = int(p.clamps(f.satfinite))
         else:
             from gpu.kernels.device_model import WgParams, kernel_params
             from refmodel.numerics.accumulate import decode_table

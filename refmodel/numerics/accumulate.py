@@ -112,6 +112,10 @@ class IntAccumParams:
             if v not in ("wrap", "clamp"):
                 raise InputError(f"{name} must be 'wrap' or 'clamp', got {_describe(v)}")
 
+    def clamps(self, satfinite: bool) -> bool:
+        """Whether an int32 result past the range clamps (else wraps), with or without ``.satfinite``."""
+        return (self.overflow_satfinite if satfinite else self.overflow_plain) == "clamp"
+
 
 #: (family, accumulator) -> numerics.  Leads: MMA-Sim (Hopper wgmma), Khattak & Mikaitis.
 BINDING: dict[tuple[str, str], Union[AccumParams, IntAccumParams]] = {

@@ -179,7 +179,7 @@ def gemm(a, b, c=None, *, instr: str, promote_every: Optional[int] = None, scale
 
     kblk = p.k_group or form.k
     if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        clamp = p.clamps(form.satfinite)
         c0 = np.zeros((Mr, N), np.int32) if c is None else c
         return _convert(int_dot_chain(a, b[None], c0, clamp, kblk=kblk, rows_per_b=Mr), odt)
 

@@ -249,7 +249,7 @@ def wgmma_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scal
     g = np.where((p2 < 0)[..., None], 0, g).astype(bbits.dtype)
     kblk = p.k_group or kc
     if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        clamp = p.clamps(form.satfinite)
         bvals = from_bits(g, form.dtype_b).astype(np.int32).reshape(nb * M, kc, N)
         out = int_dot_chain(a.reshape(-1, kc).astype(np.int32), bvals, c.reshape(-1, N), clamp, kblk=kblk,
                             rows_per_b=1)
@@ -278,7 +278,7 @@ def wgmma_sp_reference(instr: str, a_compressed, meta, b, c=None, *, scale_d=Tru
         c = _check_operand("c", c, form.dtype_d, (M, form.n), form)
     c = np.zeros((M, form.n), element_dtype(form.dtype_d)) if c is None or not scale_d else np.asarray(c)
     if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        clamp = p.clamps(form.satfinite)
         bv = np.where((pos < 0)[..., None], 0, bb.astype(np.int64)[np.where(pos < 0, 0, pos)])   # (64, K/2, N)
         return int_dot(a.astype(np.int64)[:, None, :], np.swapaxes(bv, -1, -2), c.astype(np.int64), clamp)
     with np.errstate(all="ignore"):   # NaN / Inf operands are expected here

@@ -162,7 +162,7 @@ def wgmma(instr: str, a, b, c=None, *, scale_d: bool = True, imm_scale_a: int = 
     nbatch = int(np.prod(batch, dtype=np.int64))
     kblk = p.k_group or K
     if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        clamp = p.clamps(form.satfinite)
         out = int_dot_chain(a.reshape(-1, K), b.reshape(nbatch, K, N), c.reshape(-1, N), clamp,
                             kblk=kblk, rows_per_b=M)
         return out.reshape(batch + (M, N))
@@ -187,7 +187,7 @@ def _reference(form: WgmmaForm, p: Params, a, b, c, imm_scale_a: int, imm_scale_
     K = form.k
     kblk = p.k_group or K
     if form.family == "int8":
-        clamp = (p.overflow_satfinite if form.satfinite else p.overflow_plain) == "clamp"
+        clamp = p.clamps(form.satfinite)
         av = a.astype(np.int64)[..., :, None, :]        # (..., 64, 1, K)
         bv = np.swapaxes(b.astype(np.int64), -1, -2)[..., None, :, :]  # (..., 1, N, K)
         d = c.astype(np.int64)
