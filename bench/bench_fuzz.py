@@ -36,6 +36,7 @@ def gpu_engine(seconds: float, tiles: int, jobs=GPU_JOBS, mixed=("wgmma",)) -> d
     """Stage rates and end-to-end rate of the GPU engine per (form, rs, chain) job, then campaigns
     with RS and the chain drawn per batch; returns {label: end-to-end outputs/s, ...}."""
     import cupy as cp
+    from gpu_timing import mean_wall_seconds
 
     from gpu.fuzz.gpu_engine import fuzz_device, tiles_for
     from gpu.kernels.form_runner import FormRunner
@@ -43,13 +44,7 @@ def gpu_engine(seconds: float, tiles: int, jobs=GPU_JOBS, mixed=("wgmma",)) -> d
     from refmodel.wgmma_forms import parse_wgmma
 
     def rate(fn, outs, reps=5):
-        fn()
-        cp.cuda.runtime.deviceSynchronize()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        cp.cuda.runtime.deviceSynchronize()
-        return outs * reps / (time.perf_counter() - t0)
+        return outs / mean_wall_seconds(cp, fn, reps)
 
     res = {}
     for instr, rs, chain in jobs:

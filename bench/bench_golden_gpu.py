@@ -23,21 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpu_timing import median_event_seconds
+
 E4 = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
-
-
-def _timed(cp, f, reps: int) -> tuple[float, object]:
-    out = f()                                       # warm (and compiled)
-    cp.cuda.runtime.deviceSynchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        out = f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) / 1e3)
-    return sorted(ts)[len(ts) // 2], out
 
 
 def main(argv=None) -> int:
@@ -75,7 +63,7 @@ def main(argv=None) -> int:
     outs = {}
     for pe in (4, None):
         key = f"promote_{pe or 'none'}"
-        t, out = _timed(cp, lambda pe=pe: golden_gemm_device(Ad, Bd, dtype="e4m3", promote_every=pe, kernel=a.kernel),
+        t, out = median_event_seconds(cp, lambda pe=pe: golden_gemm_device(Ad, Bd, dtype="e4m3", promote_every=pe, kernel=a.kernel),
                         a.reps)
         outs[key] = cp.asnumpy(out).view(np.uint32)
         rec["gpu"][key] = {"seconds": t, "products_per_s": prods / t}

@@ -17,15 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _timed(cp, fn, reps: int) -> float:
-    fn()
-    cp.cuda.runtime.deviceSynchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    cp.cuda.runtime.deviceSynchronize()
-    return (time.perf_counter() - t0) / reps
+from gpu_timing import mean_wall_seconds
 
 
 def main(argv=None) -> int:
@@ -65,10 +57,10 @@ def main(argv=None) -> int:
             diff = (hw != model) & ~undef[:, None, None]
             return cp.nonzero(diff.reshape(C, -1).any(axis=1))[0].size
 
-        stages = {"generate": _timed(cp, lambda: run.generate(0, 0, C), a.reps),
-                  "hardware": _timed(cp, lambda: run.hardware(x), a.reps),
-                  "model": _timed(cp, lambda: run.model(x), a.reps),
-                  "compare": _timed(cp, compare, a.reps)}
+        stages = {"generate": mean_wall_seconds(cp, lambda: run.generate(0, 0, C), a.reps),
+                  "hardware": mean_wall_seconds(cp, lambda: run.hardware(x), a.reps),
+                  "model": mean_wall_seconds(cp, lambda: run.model(x), a.reps),
+                  "compare": mean_wall_seconds(cp, compare, a.reps)}
         with tempfile.TemporaryDirectory() as d:
             rep = fuzz_layout_device("layout", seconds=a.seconds, seed=1, batch=a.batch, out=d, variants=[v],
                                      model_kernel=a.model_kernel)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpu_timing import median_event_seconds
+
 FORMS = ("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
          "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
          "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
@@ -39,20 +41,6 @@ VARIANTS = {
     "grp2": [("if (j % 4 == 3) dep = res;", "if (j % 2 == 1) dep = res;")],
     "grp8": [("if (j % 4 == 3) dep = res;", "if (j % 8 == 7) dep = res;")],
 }
-
-
-def _timed(cp, f, reps: int):
-    out = f()                                   # warm (compiled, attributes set)
-    cp.cuda.runtime.deviceSynchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        out = f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) / 1e3)
-    return sorted(ts)[len(ts) // 2], out
 
 
 def bench_form(instr: str, tiles: int, reps: int, seed: int = 1, variants=("base",)) -> dict:
@@ -89,10 +77,10 @@ def bench_form(instr: str, tiles: int, reps: int, seed: int = 1, variants=("base
 
     outputs = T * 64 * N
     old = getattr(run, "model_per_output", None) or run.model     # FormRunner.model is the new kernel once integrated
-    t_old, d_old = _timed(cp, lambda: old(x, True), reps)
-    t_new, d_new = _timed(cp, new, reps)
-    t_hw, d_hw = _timed(cp, lambda: run.hardware(x, True), reps)
-    t_ch, _ = _timed(cp, lambda: new(4), max(1, reps // 2))
+    t_old, d_old = median_event_seconds(cp, lambda: old(x, True), reps)
+    t_new, d_new = median_event_seconds(cp, new, reps)
+    t_hw, d_hw = median_event_seconds(cp, lambda: run.hardware(x, True), reps)
+    t_ch, _ = median_event_seconds(cp, lambda: new(4), max(1, reps // 2))
     mism = int(cp.count_nonzero(d_new != d_old))
     var = {}
     for v in variants:
@@ -106,7 +94,7 @@ def bench_form(instr: str, tiles: int, reps: int, seed: int = 1, variants=("base
             assert o in src, (v, o)
             src = src.replace(o, n)
         mod = compile_module(src)
-        tv, dv = _timed(cp, lambda mod=mod: new(1, mod), reps)
+        tv, dv = median_event_seconds(cp, lambda mod=mod: new(1, mod), reps)
         var[v] = {"G_outputs_per_s": outputs / tv / 1e9, "mismatches_vs_old": int(cp.count_nonzero(dv != d_old))}
         print(f"   variant {v}: {var[v]}")
         del dv
