@@ -600,6 +600,10 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                 q.append({"op": "tma_store", "smem": [[buf, buf + 8192]], "t": role,
                           "line": tag + f": TMA store of 64-column chunk {ch}"})
 
+        def promote(regs, tag, q=q, role=role):
+            q += [{"op": "reg_read", "regs": f"{regs}[0:{nacc}]", "t": role, "line": tag + " promote: read the partial"},
+                  {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+
         sets = ("d0", "d1")
         if cfg.promote and cfg.partials == 1:
             # xtile: block 0 of the next tile is issued before this tile's epilogue
@@ -612,8 +616,7 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                         issue("d0", tag)
                     wait(0, tag)
                     release(tag)
-                    q += [{"op": "reg_read", "regs": f"d0[0:{nacc}]", "t": role, "line": tag + " promote: read the partial"},
-                          {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+                    promote("d0", tag)
                 if cfg.xtile and tile + 1 < tiles:
                     issue("d0", f"{role} tile={tile + 1} k=0 (before tile {tile}'s epilogue)")
                 epilogue(tile, f"f[0:{nacc}]")
@@ -632,9 +635,7 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
                     else:
                         wait(0, tag + " drain")
                     release(tag)
-                    q += [{"op": "reg_read", "regs": f"{sets[n_ % 2]}[0:{nacc}]", "t": role,
-                           "line": tag + " promote: read the partial"},
-                          {"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + " promote: f = fma(s, d, f)"}]
+                    promote(sets[n_ % 2], tag)
                     if kb == KB - 1:
                         epilogue(tile, f"f[0:{nacc}]")
                         q.append({"op": "reg_write", "regs": f"f[0:{nacc}]", "t": role, "line": tag + ": f = 0"})
