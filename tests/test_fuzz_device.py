@@ -7,13 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from host_cxx import device_source_syntax, needs_cxx
 
 from gpu.fuzz.gpu_engine import FAMILIES, GEN_SOURCE, generate_host, tile_families, typed
 from refmodel.dtypes import bits_of
 from refmodel.wgmma_forms import WGMMA_FORMS
 
-needs_cxx = pytest.mark.skipif(not any(__import__("shutil").which(c) for c in ("g++", "c++", "clang++")),
-                               reason="no C++ compiler")
 E4M3 = next(f for f in WGMMA_FORMS if f.instr.endswith("m64n64k32.f32.e4m3.e4m3"))
 
 
@@ -67,19 +66,7 @@ def test_a_batch_is_a_function_of_seed_and_batch():
 
 
 def test_the_generator_source_parses_for_the_device():
-    import shutil
-    import subprocess
-    import tempfile
-
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if not cxx:
-        pytest.skip("no C++ compiler")
-    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n"
-            "struct wg_dim3 { int x; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n")
-    with tempfile.TemporaryDirectory() as d:
-        p = f"{d}/gen.cpp"
-        open(p, "w").write(stub + GEN_SOURCE)
-        r = subprocess.run([cxx, "-fsyntax-only", p], capture_output=True, text=True)
+    r = device_source_syntax(GEN_SOURCE)
     assert r.returncode == 0, r.stderr
 
 

@@ -11,6 +11,7 @@ import shutil
 import ml_dtypes
 import numpy as np
 import pytest
+from host_cxx import CXX, needs_cxx
 
 from gpu.kernels.golden_gemm import SOURCE, host_golden_gemm, plan
 from refmodel.dtypes import bits_of, from_bits
@@ -18,8 +19,7 @@ from refmodel.errors import InputError
 from refmodel.golden import Schedule
 from refmodel.verify.families.matrix import FAMILIES, make_inputs
 
-pytestmark = pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-                                reason="no C++ compiler")
+pytestmark = needs_cxx
 
 I = "wgmma.mma_async.sync.aligned.m64n8k{k}.{acc}.{a}.{b}"
 FORMS = [(32, "f32", "e4m3", "e4m3"), (32, "f32", "e5m2", "e5m2"), (32, "f32", "e4m3", "e5m2"),
@@ -233,11 +233,10 @@ def test_the_device_text_parses_with_cuda_qualifiers():
     stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n#define __shared__\n"
             "#define __launch_bounds__(...)\n#define __align__(n)\nstruct wg_dim3 { int x, y, z; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n"
             "static void __syncthreads() {}\n")
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "dev.cpp"
         p.write_text(stub + SOURCE)
-        r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", str(p)], capture_output=True, text=True, check=False)
+        r = subprocess.run([CXX, "-std=c++17", "-fsyntax-only", str(p)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[:2000]
 
 

@@ -5,16 +5,13 @@ on the H200 (gpu marker) the device generator against the host one, a campaign w
 and 0 port disagreements, and a planted wrong register that must be found."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
+from host_cxx import device_source_syntax, needs_cxx
 
 from refmodel.errors import InputError
 from refmodel.verify.layout_cases import WGMMA_VARIANTS
-
-needs_cxx = pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-                               reason="no C++ compiler")
 
 
 def _check_variant(vi: int, cases: int, seed: int, bases: tuple = (0,)) -> tuple[int, int]:
@@ -113,22 +110,10 @@ def test_a_batch_is_a_function_of_seed_and_batch():
 
 
 def test_the_source_parses_for_the_device():
-    import subprocess
-    import tempfile
-
     from gpu.kernels.desc_gather import DG_SOURCE
     from gpu.kernels.runtime import PRELUDE
 
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if not cxx:
-        pytest.skip("no C++ compiler")
-    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n"
-            "struct wg_dim3 { int x; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n")
-    with tempfile.TemporaryDirectory() as d:
-        p = f"{d}/dg.cpp"
-        with open(p, "w") as fh:
-            fh.write(stub + PRELUDE + DG_SOURCE)
-        r = subprocess.run([cxx, "-fsyntax-only", p], capture_output=True, text=True, check=False)
+    r = device_source_syntax(PRELUDE + DG_SOURCE)
     assert r.returncode == 0, r.stderr
 
 

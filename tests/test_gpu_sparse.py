@@ -6,6 +6,7 @@ positions, hardware inputs and model (the same C++ and Python, host builds) agai
 
 import numpy as np
 import pytest
+from host_cxx import device_source_syntax
 
 from gpu.record import sparse as R
 from refmodel.dtypes import bits_of
@@ -203,23 +204,10 @@ def test_host_generator_is_reproducible_and_the_seeded_formulas():
 
 
 def test_the_sparse_generator_source_parses_for_the_device():
-    import shutil
-    import subprocess
-    import tempfile
-
     from gpu.kernels.runtime import PRELUDE
     from gpu.kernels.sparse_runner import SP_GEN_SOURCE
 
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if not cxx:
-        pytest.skip("no C++ compiler")
-    stub = ("#define __CUDACC_RTC__ 1\n#define __global__\n#define __host__\n#define __device__\n"
-            "struct wg_dim3 { int x; }; static wg_dim3 blockIdx, blockDim, threadIdx;\n")
-    with tempfile.TemporaryDirectory() as d:
-        p = f"{d}/gen.cpp"
-        with open(p, "w") as fh:
-            fh.write(stub + PRELUDE + SP_GEN_SOURCE)
-        r = subprocess.run([cxx, "-fsyntax-only", p], capture_output=True, text=True, check=False)
+    r = device_source_syntax(PRELUDE + SP_GEN_SOURCE)
     assert r.returncode == 0, r.stderr
 
 

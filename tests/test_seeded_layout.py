@@ -4,16 +4,13 @@ variant; its job plan covers every variant and descriptor kind; and the ``device
 replayer, fed a fixture made from the host build's digests, finds 0 mismatches and reports a
 flipped digest, a wrong undefined list and a wrong shared base for exactly that job."""
 
-import shutil
 
 import numpy as np
 import pytest
+from host_cxx import needs_cxx
 
 from refmodel.verify.layout_cases import IMAGE, WGMMA_VARIANTS
 from refmodel.verify.seeded_layout import SEED, layout_cases, layout_jobs_plan
-
-needs_cxx = pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-                               reason="no C++ compiler")
 
 
 def _same(host: dict, twin: dict, what) -> None:
