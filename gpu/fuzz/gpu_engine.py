@@ -58,6 +58,15 @@ class DeviceCampaignReport(RatedReport):
     compile_seconds: float = 0.0
     first: Optional[dict] = None
 
+    def add_batch(self, tiles: int, outputs: int, mismatches: int, port_disagreements: int, seconds: float) -> None:
+        """Count one finished batch."""
+        self.batches += 1
+        self.tiles += tiles
+        self.outputs += outputs
+        self.mismatches += mismatches
+        self.port_disagreements += port_disagreements
+        self.seconds += seconds
+
 
 @dataclass
 class DeviceFuzzReport(DeviceCampaignReport):
@@ -226,12 +235,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
                "outputs": outputs, "instr_outputs": outputs * L, "mismatches": n_bad, "port_disagreements": n_port,
                "tiles_copied_back": int(bad_tiles.size), "seconds": round(dt, 5)}
         append_record(journal, rec)
-        rep.batches += 1
-        rep.tiles += T
-        rep.outputs += outputs
-        rep.mismatches += n_bad
-        rep.port_disagreements += n_port
-        rep.seconds += dt
+        rep.add_batch(T, outputs, n_bad, n_port, dt)
         rep.instr_outputs += outputs * L
         ch = rep.chains.setdefault(str(L), [0, 0, 0.0])
         ch[0] += outputs

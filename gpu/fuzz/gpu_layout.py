@@ -159,13 +159,8 @@ def fuzz_layout_device(target: str = "layout", *, seconds: float | None = None, 
                                 f"|undefined={n_undef}", "tiles": C, "outputs": outputs, "mismatches": n_bad,
                                 "port_disagreements": n_port, "tiles_copied_back": int(bad.size),
                                 "seconds": round(dt, 5)})
-        rep.batches += 1
-        rep.tiles += C
-        rep.outputs += outputs
-        rep.mismatches += n_bad
-        rep.port_disagreements += n_port
+        rep.add_batch(C, outputs, n_bad, n_port, dt)
         rep.undefined += n_undef
-        rep.seconds += dt
         s = rep.variants.setdefault("|".join(map(str, v)), [0, 0, 0])
         s[0] += outputs
         s[1] += n_bad

@@ -207,12 +207,7 @@ def fuzz_sparse_device(target: str = "sparse", *, seconds: float | None = None, 
         if repro_rec:
             rec["repro"] = repro_rec
         append_record(journal, rec)
-        rep.batches += 1
-        rep.tiles += T
-        rep.outputs += outputs
-        rep.mismatches += n_bad
-        rep.port_disagreements += n_port
-        rep.seconds += dt
+        rep.add_batch(T, outputs, n_bad, n_port, dt)
         fr = rep.forms.setdefault(form.instr, [0, 0])
         fr[0] += outputs
         fr[1] += n_bad
