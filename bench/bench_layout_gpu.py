@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--variants", default="", help="comma-separated indices into WGMMA_VARIANTS (default all)")
     ap.add_argument("--json", default=None, help="write the results here")
-    ap.add_argument("--model-kernel", default="per_output", choices=("per_output", "chain"),
+    ap.add_argument("--model-kernel", default="chain", choices=("per_output", "chain"),
                     help="the port kernel of the model stage (gpu.kernels.layout_runner.LayoutRunner)")
     a = ap.parse_args(argv)
 

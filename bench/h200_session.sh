@@ -6,6 +6,10 @@
 #   layout  GPU fuzz engine, layout family: gpu tests and bench
 #   profile ncu of the precise GEMM configs (PROFILE="cfg ..."): tensor-pipe utilisation, stalls; and of the port
 #   record  the device_model digest fixtures (jobs, sparse, layout) -> $OUT/device_model.tar
+#   gemmfx  the FP8 GEMM kernel's fixtures (python -m gpu.record.gemm --out) -> $OUT/gemm_fixtures.tar, and
+#           bench/ftz_probe.py (cupy's compile path vs wgref's on float32 subnormal results)
+#   stalls  ncu source counters (per-SASS-instruction warp stall samples) of the configs in STALLS at N (default 8192),
+#           and the bench of the configs in SWEEP (stage sensitivity), no bit check
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -14,7 +18,7 @@ for step in "$@"; do
   case $step in
     gemm)
       # the precise configs checked bit for bit and benched (the bench adds the fast default, promote=0)
-      PRECISE=("" "scales=smem" "scales=smem,xtile=1" "bn=192" "bn=192,scales=smem" "bn=192,xtile=1" "bn=192,xtile=1,scales=smem" "partials=1,scales=smem")
+      PRECISE=("" "scales=global" "xtile=1" "bn=192" "bn=192,scales=global" "bn=192,xtile=1" "bn=192,xtile=1,scales=global" "partials=1,scales=global")
       timeout 280 python -m pytest -q -m gpu --require-gpu tests/test_gemm_kernel.py 2>&1 | tail -30 | tee $OUT/gemm_tests.txt
       timeout 150 python -m gpu.record.gemm --check-only --configs "${PRECISE[@]}" 2>&1 | tee $OUT/gemm_check.txt | tail -6
       timeout 160 python bench/bench_gemm_kernel.py --configs "${PRECISE[@]}" "promote=0" --check \
@@ -52,5 +56,21 @@ for step in "$@"; do
       timeout 200 python -m gpu.record.device_model_sparse --out /tmp/fx 2>&1 | tail -2
       timeout 150 python -m gpu.record.device_model_layout --out /tmp/fx 2>&1 | tail -2
       tar -cf $OUT/device_model.tar -C /tmp/fx . ;;
+    gemmfx)
+      rm -rf /tmp/fxg && mkdir -p /tmp/fxg
+      timeout 200 python -m gpu.record.gemm --out /tmp/fxg 2>&1 | tee $OUT/gemm_record.txt | tail -3
+      tar -cf $OUT/gemm_fixtures.tar -C /tmp/fxg .
+      timeout 60 python bench/ftz_probe.py --json $OUT/ftz_probe.json 2>&1 | tail -3 ;;
+    stalls)
+      if [ -n "${SWEEP:-}" ]; then read -ra SW <<< "$SWEEP"
+        timeout 200 python bench/bench_gemm_kernel.py --configs "${SW[@]}" --json $OUT/gemm_sweep.json 2>&1 | tail -24 | tee $OUT/gemm_sweep.txt; fi
+      read -ra CFGS <<< "${STALLS:-bn=192,xtile=1 scales=smem}"
+      for cfg in "${CFGS[@]}"; do
+        tag=$(echo "$cfg" | tr '=,' '__')
+        timeout 150 ncu --kernel-name gemm_fp8 --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters \
+          --section SpeedOfLight -f -o /tmp/rep_$tag python bench/profile_gemm_kernel.py --config "$cfg" --n ${N:-8192} > /dev/null 2>&1
+        ncu -i /tmp/rep_$tag.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$OUT/sass_$tag.csv.gz"
+        ncu -i /tmp/rep_$tag.ncu-rep --page details 2>&1 | tail -80 > "$OUT/stalls_$tag.txt"
+      done ;;
   esac
 done

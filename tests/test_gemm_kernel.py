@@ -32,14 +32,14 @@ CONFIGS = {
     "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
     "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
     "persistent-promote-bf16-bn192": GemmConfig(bn=192),
-    "persistent-promote-bf16-bn192-smem": GemmConfig(bn=192, scales="smem"),
+    "persistent-promote-bf16-bn192-gscales": GemmConfig(bn=192, scales="global"),
     "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
-    "persistent-promote-bf16-1partial-smem": GemmConfig(partials=1, scales="smem"),
     "persistent-promote-bf16-1partial": GemmConfig(partials=1),
-    "persistent-promote-bf16-1partial-xtile": GemmConfig(partials=1, xtile=True),
+    "persistent-promote-bf16-1partial-gscales": GemmConfig(partials=1, scales="global"),
+    "persistent-promote-bf16-1partial-xtile-gscales": GemmConfig(partials=1, xtile=True, scales="global"),
     "persistent-promote-bf16-bn192-xtile": GemmConfig(bn=192, xtile=True),
-    "persistent-promote-bf16-bn192-xtile-smem": GemmConfig(bn=192, xtile=True, scales="smem"),
-    "persistent-promote-f32-bn192-xtile": GemmConfig(bn=192, xtile=True, out="f32"),
+    "persistent-promote-bf16-bn192-xtile-gscales": GemmConfig(bn=192, xtile=True, scales="global"),
+    "persistent-promote-f32-bn192-xtile-gscales": GemmConfig(bn=192, xtile=True, out="f32", scales="global"),
     "simple-promote-bf16": GemmConfig(schedule="simple"),
     "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
     "simple-promote-f32-3stages": GemmConfig(schedule="simple", out="f32", stages=3),
@@ -51,7 +51,8 @@ CONFIGS = {
 def test_config_defaults_and_errors():
     # the default keeps the scale path verified on the H200 (global loads); scales in shared memory take
     # 5 x 528 bytes: 5 ring slots fit, not 6
-    assert GemmConfig() == GemmConfig(schedule="persistent", bn=128, stages=6, promote=True, scales="global", xtile=False)
+    assert GemmConfig() == GemmConfig(schedule="persistent", bn=128, stages=5, promote=True, scales="smem", xtile=False)
+    assert GemmConfig(scales="global").stages == 6
     assert GemmConfig(scales="smem").stages == 5 and GemmConfig(promote=False).scales == "global"
     assert GemmConfig(schedule="simple").scales == "global"
     assert GemmConfig(promote=False).bn == 256 and GemmConfig(promote=False).stages == 4
@@ -77,7 +78,8 @@ def test_config_defaults_and_errors():
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
     assert parse_config("") == GemmConfig()
     assert parse_config("cluster=2,xtile=1,scales=smem").name == "persistent-p1-bn128-s5-c2-x-bf16"
-    assert parse_config("").name == "persistent-p1-bn128-s6-sg-bf16"
+    assert parse_config("").name == "persistent-p1-bn128-s5-bf16"
+    assert parse_config("scales=global").name == "persistent-p1-bn128-s6-sg-bf16"
     assert parse_config("scales=global,xtile=1").name == "persistent-p1-bn128-s6-x-sg-bf16"
     assert parse_config("bn=192,scales=smem").name == "persistent-p1-bn192-s4-q1-bf16"
     assert parse_config("partials=1") == GemmConfig(partials=1)
@@ -190,18 +192,23 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 384, "normal", True, "bf16", "cluster=2,xtile=1"),
                                   (1040, 2064, 384, "normal", True, "bf16", "scales=smem"),
                                   (1040, 2064, 256, "wide", True, "f32", "scales=smem,xtile=1"),
-                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192"),     # odd and even tile columns
+                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192,scales=global"),     # odd and even tile columns
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,scales=smem"),
                                   (1008, 1040, 512, "bits", True, "bf16", "bn=192,scales=smem"),
-                                  (208, 400, 512, "wide", True, "f32", "bn=192"),       # second scale block clamped
+                                  (208, 400, 512, "wide", True, "f32", "bn=192,scales=global"),   # second scale block clamped
                                   (208, 160, 512, "wide", True, "f32", "bn=192"),       # N < 192: one partial tile
                                   (192, 272, 512, "normal", True, "bf16", "bn=192,xtile=1,scales=smem"),
-                                  (1040, 2064, 384, "bits", True, "bf16", "partials=1,xtile=1"),
+                                  (1040, 2064, 384, "bits", True, "bf16", "partials=1,xtile=1,scales=global"),
                                   (1040, 2064, 384, "normal", True, "bf16", "partials=1,scales=smem"),
-                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1,scales=global"),
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
                                   (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
-                                  (256, 384, 512, "normal", True, "bf16", "schedule=simple")], ids=str)
+                                  (256, 384, 512, "normal", True, "bf16", "schedule=simple"),
+                                  # float32-subnormal scale products and sums: a flush-to-zero build differs
+                                  (1040, 2064, 384, "tiny", True, "f32", ""),
+                                  (208, 400, 512, "tiny", True, "bf16", "scales=global"),
+                                  (1040, 2064, 256, "tiny", True, "f32", "bn=192,xtile=1,scales=global"),
+                                  (256, 384, 512, "tiny", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp
 

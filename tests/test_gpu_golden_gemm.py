@@ -62,6 +62,16 @@ def test_block_scales_and_epilogue_on_the_device():
         got = _dev_bits(golden_gemm_device(cp.asarray(ac), cp.asarray(bc), schedule=sched, scale_a=sa, scale_b=sb,
                                            b_layout="nk"))
         assert np.array_equal(got, want), family
+    # scales near 2^-70 each: the promotion's sa * sb and many sums are float32 subnormals, which the
+    # device keeps (a flush-to-zero build of the kernel differs here)
+    ac, bc, sa, sb = make_case(rng, "wide", 256, 256, 2048, sched)
+    sa, sb = (np.asarray(v, np.float32) * np.float32(2.0 ** -70) for v in (sa, sb))
+    want = _want_bits(sched.expected(ac, bc, sa, sb))
+    wf = want.view(np.uint16).astype(np.uint32) << 16 if want.dtype.itemsize == 2 else want.view(np.uint32)
+    assert np.count_nonzero(((wf & 0x7F800000) == 0) & ((wf & 0x7FFFFF) != 0)) > 1000   # subnormal outputs
+    got = _dev_bits(golden_gemm_device(cp.asarray(ac), cp.asarray(bc), schedule=sched, scale_a=sa, scale_b=sb,
+                                       b_layout="nk"))
+    assert np.array_equal(got, want), "tiny scales"
     s = Schedule(E4, promote_every=4, epilogue_scale="tensor", out_dtype="bf16")
     a, b = make_inputs(rng, "wide", "e4m3", 128, 128, 1024)
     want = _want_bits(s.run(a, b, scale_a=np.float32(0.5), scale_b=np.float32(3)))

@@ -86,7 +86,7 @@ def test_the_chain_kernel_model_is_the_per_output_model_on_every_variant_host():
     from gpu.kernels.layout_runner import LayoutRunner
 
     for vi, v in enumerate(WGMMA_VARIANTS):
-        slow, fast = LayoutRunner(v, device=False), LayoutRunner(v, device=False, model_kernel="chain")
+        slow, fast = LayoutRunner(v, device=False, model_kernel="per_output"), LayoutRunner(v, device=False, model_kernel="chain")
         x = slow.generate(6, vi, 48)
         (ds, us), (df, uf) = slow.model(x), fast.model(x)
         assert np.array_equal(us, uf) and np.array_equal(ds, df), v
@@ -142,7 +142,7 @@ def test_the_chain_kernel_model_is_the_per_output_model_on_every_variant():
     from gpu.kernels.layout_runner import LayoutRunner
 
     for vi, v in enumerate(WGMMA_VARIANTS):
-        slow, fast = LayoutRunner(v), LayoutRunner(v, model_kernel="chain")
+        slow, fast = LayoutRunner(v, model_kernel="per_output"), LayoutRunner(v, model_kernel="chain")
         x = slow.generate(6, vi, 65)
         bases = cp.asarray(np.full(65, slow.base, np.uint32))
         (ds, us), (df, uf) = slow.model(x, bases), fast.model(x, bases)

@@ -75,7 +75,7 @@ def recheck(variant, host: dict, hw: np.ndarray, port: np.ndarray):
 def fuzz_layout_device(target: str = "layout", *, seconds: float | None = None, cases: int = 10 ** 12,
                        seed: int = 0, batch: int = 4096, out: str | Path = "wgref-fuzz",
                        plant: int | None = None, progress: bool = False,
-                       variants: list | None = None, model_kernel: str = "per_output") -> LayoutDeviceReport:
+                       variants: list | None = None, model_kernel: str = "chain") -> LayoutDeviceReport:
     """Fuzz the layout variants of ``target`` ('layout' or 'layout:<fragment>',
     :func:`gpu.fuzz.cpu_engine.layout_variants`) on the GPU; see the module doc.  ``batch``: cases a
     batch for an n256 variant (narrower ones get up to 8 times more); ``plant=b``: flip one bit of

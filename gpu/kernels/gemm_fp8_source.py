@@ -213,13 +213,37 @@ __device__ __forceinline__ float lds_f(u32 a) {
 #else
 #define SET_CB1
 #endif
-// PARTIALS == 1: issue k-block KBI of the tile whose pointers are in scope into d0 and keep its scales
-#define ISSUE_BLK(KBI) do {                                                                   \
+// PARTIALS == 1: issue k-block KBI of the tile whose pointers are in scope into d0 and keep its scales.
+// Global scales are prefetched one block ahead (PREFETCH(KN) right after the issue of block KBI loads
+// those of block KN into q*, and the next ISSUE_BLK takes them): a load issued just before its block's
+// wgmmas stalled the issue on its latency (ptxas moves the uniform B scale into a uniform register
+// ahead of the wgmmas; ncu on the H200 put 18 % of the bn = 192 kernel's stall samples there)
+#if SCALES_SMEM
+#define PREFETCH(KN) do { } while (0)
+#define ISSUE_BLK(KBI, KN) do {                                                               \
     NEXT_PRE(pa0 + (KBI), pa1 + (KBI), psb + (long)(KBI) * NB)                               \
     ISSUE(d0, KBI, 0);                                                                       \
     NEXT_POST(pa0 + (KBI), pa1 + (KBI), psb + (long)(KBI) * NB)                              \
     ca0 = na0; ca1 = na1; cb = nb; SET_CB1                                                   \
   } while (0)
+#else
+#if NBLK_HI
+#define PREFETCH_NB1(KN) qb1 = ldg_f(psb + (long)(KN) * NB + nb1o);
+#define TAKE_NB1 cb1 = qb1;
+#else
+#define PREFETCH_NB1(KN)
+#define TAKE_NB1
+#endif
+#define PREFETCH(KN) do {                                                                     \
+    qa0 = ldg_f(pa0 + (KN)); qa1 = ldg_f(pa1 + (KN)); qb = ldg_f(psb + (long)(KN) * NB);     \
+    PREFETCH_NB1(KN)                                                                         \
+  } while (0)
+#define ISSUE_BLK(KBI, KN) do {                                                               \
+    ISSUE(d0, KBI, 0);                                                                       \
+    ca0 = qa0; ca1 = qa1; cb = qb; TAKE_NB1                                                  \
+    PREFETCH(KN);                                                                            \
+  } while (0)
+#endif
 #define TILE_STORE(U) do {                                                                    \
     int pm_, pn_;                                                                            \
     tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
@@ -454,8 +478,11 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #else
 #if PROMOTE && PARTIALS == 1
   float ca0 = 0.f, ca1 = 0.f, cb = 0.f;    // the scales of the k-block in flight in d0
+  float qa0 = 0.f, qa1 = 0.f, qb = 0.f;    // global scales: those of the next k-block (prefetched)
+  (void)qa0; (void)qa1; (void)qb;
 #if NBLK_HI
-  float cb1 = 0.f;
+  float cb1 = 0.f, qb1 = 0.f;
+  (void)qb1;
 #endif
 #if XTILE
   int em0 = 0, en0 = 0;     // the tile whose epilogue is pending (stored after the next tile's block 0 is issued)
@@ -471,7 +498,8 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     // one partial set: issue the k-block, wait for it (wait_group 0), promote it; the other consumer
     // warpgroup's wgmmas keep the tensor core busy meanwhile.  XTILE: the previous tile's epilogue runs
     // after this tile's block 0 is issued (and no wgmma is in flight across the loop's back edge)
-    ISSUE_BLK(0);
+    PREFETCH(0);
+    ISSUE_BLK(0, KB > 1 ? 1 : 0);
 #if XTILE
     if (u != unit0) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
     em0 = m0; en0 = n0;
@@ -482,7 +510,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
       PROMOTE_BLK(d0);
       if (++kb == KB) break;
-      ISSUE_BLK(kb);
+      ISSUE_BLK(kb, kb + 1 < KB ? kb + 1 : kb);
     }
 #else
 #pragma unroll

@@ -56,7 +56,7 @@ class LayoutRunner:
     :data:`refmodel.verify.layout_cases.WGMMA_VARIANTS` (``(instr, rs, trans_a, trans_b, imm_scale_a,
     imm_scale_b)``).  Methods: :meth:`generate`, :meth:`hardware` (device only), :meth:`model`."""
 
-    def __init__(self, variant, *, device: bool = True, size: int = IMAGE, model_kernel: str = "per_output"):
+    def __init__(self, variant, *, device: bool = True, size: int = IMAGE, model_kernel: str = "chain"):
         from gpu.kernels.device_model import WgParams, kernel_params
         from refmodel.layouts.fragment import a_fragment_layout, accumulator_layout
         from refmodel.numerics.accumulate import decode_table, params_for

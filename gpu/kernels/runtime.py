@@ -1,10 +1,14 @@
 """Device discovery and NVRTC compilation for sm_90a (cupy imported lazily).
 
-``compile_module(src)`` compiles CUDA C++ with inline PTX for ``sm_90a`` through
-``cupy.RawModule``; cupy keeps an on-disk cache of compiled cubins
-(``~/.cupy/kernel_cache`` or ``$CUPY_CACHE_DIR``), so a source compiles once per
-machine.  Every failure to find a usable device is one :class:`DeviceError` line
-saying what is missing.
+``compile_module(src)`` compiles CUDA C++ with inline PTX for ``sm_90a`` with NVRTC itself
+(``cupy_backends.cuda.libs.nvrtc``) and loads the cubin with ``cupy.RawModule(path=...)``: cupy's own
+compile path appends ``-ftz=true`` to every option list, which makes each float32 ``*``, ``+``,
+``__fmaf_rn`` and double-to-float conversion of the C++ flush subnormal results to zero (the H200's SASS
+showed ``FFMA.FTZ`` in the FP8 GEMM's promotion), while refmodel keeps subnormals; so wgref passes exactly
+``NVRTC_OPTIONS`` (``-ftz=false`` stated).  Cubins are cached in memory and on disk
+(``$WGREF_CACHE_DIR``, default ``~/.cache/wgref/cubin``, keyed by the source, the options and the NVRTC
+version), so a source compiles once per machine.  Every failure to find a usable device is one
+:class:`DeviceError` line saying what is missing.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from refmodel.errors import DeviceError
 
-NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
+NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17", "-ftz=false")   # IEEE subnormals in float32 C++ arithmetic
 
 # typedefs instead of <cstdint>: NVRTC ships no C++ standard headers
 PRELUDE = r"""
@@ -116,18 +120,78 @@ def device_info() -> dict[str, Any]:
     return info
 
 
+# float32 operations whose results the tests and bench/ftz_probe.py make subnormal: a build with
+# -ftz=true flushes them (out[5 i + ...]: fma, mul, x * y, add, double -> float)
+FLOAT_PROBE_SOURCE = r"""
+extern "C" __global__ void wgref_float_ops(const float* x, const float* y, const float* z, const double* w, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[5 * i + 0] = __fmaf_rn(x[i], y[i], z[i]);
+  out[5 * i + 1] = __fmul_rn(x[i], y[i]);
+  out[5 * i + 2] = x[i] * y[i];
+  out[5 * i + 3] = __fadd_rn(z[i], -0.75f * z[i]);
+  out[5 * i + 4] = (float)w[i];
+}
+"""
+
+
 _MODULES: dict[str, Any] = {}
 
 
+class CompileError(DeviceError):
+    """NVRTC refused a kernel source (the message carries NVRTC's log)."""
+
+
+def cache_dir() -> "Path":
+    """Where compiled cubins are kept: ``$WGREF_CACHE_DIR`` or ``~/.cache/wgref/cubin``."""
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("WGREF_CACHE_DIR") or Path.home() / ".cache" / "wgref" / "cubin")
+
+
+def nvrtc_cubin(code: str, options: tuple[str, ...] = NVRTC_OPTIONS) -> bytes:
+    """The sm_90a cubin NVRTC makes of ``code`` with exactly ``options`` (nothing appended)."""
+    require_device()
+    from cupy_backends.cuda.libs import nvrtc
+
+    prog = nvrtc.createProgram(code, "wgref_kernel.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except Exception as e:
+            try:
+                log = nvrtc.getProgramLog(prog)
+            except Exception:
+                log = ""
+            raise CompileError(f"NVRTC could not compile the kernel ({e}): {log.strip()[:4000]}") from None
+        return bytes(nvrtc.getCUBIN(prog))
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS):
-    """Compile ``PRELUDE + src`` for sm_90a; cached in memory and by cupy on disk."""
+    """Compile ``PRELUDE + src`` for sm_90a with exactly ``options``; cached in memory and on disk
+    (:func:`cache_dir`).  Returns a ``cupy.RawModule`` (``get_function``, ``get_global``)."""
+    import os
+
     cp = require_device()
     code = PRELUDE + src
-    key = hashlib.sha256((code + repr(options)).encode()).hexdigest()
+    try:
+        ver = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
+    except Exception:
+        ver = "unknown"
+    key = hashlib.sha256((code + repr(options) + ver).encode()).hexdigest()
     if key not in _MODULES:
-        mod = cp.RawModule(code=code, options=options)
-        mod.compile()
-        _MODULES[key] = mod
+        d = cache_dir()
+        path = d / f"{key}.cubin"
+        if not path.exists():
+            cubin = nvrtc_cubin(code, options)
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".{key}.{os.getpid()}.tmp"
+            tmp.write_bytes(cubin)
+            os.replace(tmp, path)      # atomic: concurrent compilers of one source write the same bytes
+        _MODULES[key] = cp.RawModule(path=str(path))
     return _MODULES[key]
 
 
@@ -137,8 +201,8 @@ def _compile_one(src: str) -> None:
 
 def compile_in_processes(sources: list[str], workers: int, *, chunksize: int = 4) -> float:
     """Compile many kernel sources with NVRTC in a pool of ``workers`` spawned processes (CUDA may be
-    live in the caller: no fork), filling cupy's on-disk kernel cache so that later launches only load
-    them; returns the seconds it took."""
+    live in the caller: no fork), filling the on-disk cubin cache (:func:`cache_dir`) so that later
+    launches only load them; returns the seconds it took."""
     import multiprocessing as mp
     import time
     from concurrent.futures import ProcessPoolExecutor

@@ -37,7 +37,7 @@ def record(out: str, *, workers: int = 16, check_every: int = 1, log=print) -> i
     from gpu.kernels.sparse_runner import SparseRunner
 
     jobs = sparse_jobs_plan()
-    if workers > 0:   # NVRTC in a process pool fills cupy's disk cache; the runners then load from it
+    if workers > 0:   # NVRTC in a process pool fills the disk cubin cache; the runners then load from it
         from gpu.kernels.runtime import compile_in_processes
 
         srcs = [sp_kernel_source(SpVariant(j["instr"], j["rs"], j["sp_sel"], 0, 0, j["imm_scale_a"], j["imm_scale_b"]))

@@ -17,7 +17,7 @@ model or GPU), nothing written to the fixtures, the mismatching tiles saved unde
 D with exactly the inputs they depend on, see :mod:`refmodel.verify.replay_forms`) is
 written to ``fixtures/wgmma_forms/<family>.npz``, one file per dtype family, replayed by
 ``wgref verify``.  NVRTC compilation, the slow part, runs first in a process pool
-(``--workers``); cupy's on-disk cache then serves every launch.
+(``--workers``); the on-disk cubin cache (``gpu.kernels.runtime.cache_dir``) then serves every launch.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def kernel_sources(jobs: list[Job]) -> list[str]:
 
 
 def precompile(jobs: list[Job], workers: int, log=print) -> None:
-    """Compile every kernel in a process pool, filling cupy's on-disk kernel cache."""
+    """Compile every kernel in a process pool, filling the on-disk cubin cache."""
     from gpu.kernels.runtime import compile_in_processes
 
     srcs = kernel_sources(jobs)

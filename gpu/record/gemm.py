@@ -24,7 +24,9 @@ SEED = 20261201
 
 def inputs(M: int, N: int, K: int, family: str, seed: int):
     """e4m3 codes a (M, K), b_nk (N, K) and f32 scales of a family: 'normal' (N(0, 1)*2^e
-    rounded to e4m3), 'bits' (every code, NaN included), 'wide' (exponents across the range)."""
+    rounded to e4m3), 'bits' (every code, NaN included), 'wide' (exponents across the range), 'tiny'
+    (the 'wide' codes with scales near 2^-66 each, so that sa * sb and the promoted sums are float32
+    subnormals or near them: a kernel that flushes subnormals to zero differs)."""
     import ml_dtypes
 
     rng = np.random.default_rng([SEED, seed, zlib.crc32(family.encode())])
@@ -32,7 +34,7 @@ def inputs(M: int, N: int, K: int, family: str, seed: int):
         a = rng.integers(0, 256, (M, K), dtype=np.uint8)
         b = rng.integers(0, 256, (N, K), dtype=np.uint8)
     else:
-        spread = 6 if family == "wide" else 1
+        spread = 6 if family in ("wide", "tiny") else 1
         a = (rng.standard_normal((M, K)) * 2.0 ** rng.integers(-spread, spread + 1, (M, K))).astype(np.float32)
         b = (rng.standard_normal((N, K)) * 2.0 ** rng.integers(-spread, spread + 1, (N, K))).astype(np.float32)
         a = np.clip(a, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
@@ -40,6 +42,8 @@ def inputs(M: int, N: int, K: int, family: str, seed: int):
     KB, NB = K // 128, -(-N // 128)
     sa = (2.0 ** rng.integers(-3, 4, (M, KB)) * rng.uniform(0.5, 1.5, (M, KB))).astype(np.float32)
     sb = (2.0 ** rng.integers(-3, 4, (KB, NB)) * rng.uniform(0.5, 1.5, (KB, NB))).astype(np.float32)
+    if family == "tiny":
+        sa, sb = sa * np.float32(2.0 ** -66), sb * np.float32(2.0 ** -66)    # exact: still normal float32
     return a, b, sa, sb
 
 
@@ -52,9 +56,11 @@ CHECKS = [  # (M, N, K, family, promote, out)
     (1008, 1040, 1024, "bits", True, "bf16"),
     (1008, 1040, 1024, "wide", False, "f32"),
     (208, 400, 512, "normal", False, "bf16"),
+    (1008, 1040, 1024, "tiny", True, "f32"),
+    (1008, 1040, 1024, "tiny", True, "bf16"),
 ]
 STORE = [(192, 272, 512, "normal", True, "bf16"), (128, 144, 256, "bits", False, "f32"),
-         (144, 160, 384, "wide", True, "f32")]
+         (144, 160, 384, "wide", True, "f32"), (128, 144, 256, "tiny", True, "f32")]
 
 
 def run(out: Path | None, log=print, configs: list[str] | None = None) -> int:

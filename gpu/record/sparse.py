@@ -76,7 +76,7 @@ def record(out: Path, *, workers: int = 16, log=print) -> int:
     prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.sparse"}
     jobs = plan_jobs()
     variants = [SpVariant(j["instr"], j["rs"], j["sp_sel"], 0, 0, j["imm_scale_a"], j["imm_scale_b"]) for j in jobs]
-    if workers > 0:  # NVRTC in a process pool fills cupy's disk cache; launches then load from it
+    if workers > 0:  # NVRTC in a process pool fills the disk cubin cache; launches then load from it
         from gpu.kernels.runtime import compile_in_processes
 
         secs = compile_in_processes([sp_kernel_source(v) for v in variants], workers, chunksize=8)
