@@ -63,7 +63,7 @@ def _kernel_section() -> str:
     from gpu.kernels.gemm_fp8 import BK, BM, BN, GemmConfig, trace
 
     rows = []
-    for cfg in (GemmConfig(), GemmConfig(promote=False), GemmConfig(bn=192), GemmConfig(bn=192, xtile=True, scales="smem")):
+    for cfg in (GemmConfig(), GemmConfig(promote=False), GemmConfig(bn=192), GemmConfig(bn=192, xtile=True, scales="global")):
         rep = pl.check(trace(cfg, K=4096))
         rows.append(f"| `{cfg.name}`, K=4096, 2 tiles | {len(rep.events)} | {len(rep.groups)} | "
                     f"{len(rep.errors)} | {len(rep.warnings)} |")
@@ -139,12 +139,20 @@ K block vs `use_fast_accum=False`, fast = one accumulator chain vs `use_fast_acc
 
 Config names: `persistent`/`simple` schedule, `p1`/`p0` promotion on/off, `bn` tile N, `s` ring stages, `x`
 the cross-tile k-block pipelining, `c2` 2-CTA clusters, `q1` one partial set, `sg` scales loaded from global
-memory (names recorded before the `scales` option existed omit `sg`). Every row of this run loaded the scales from
-global memory (the `scales` option came later; its shared-memory path has not run on the H200 yet).
-The default configs are `persistent-p1-bn128-s6` (precise; `xtile` off) and `persistent-p0-bn256-s4`
-(fast). The same run's bit check (`python -m gpu.record.gemm --check-only --configs "" "xtile=0" "bn=128"`,
-`bench/results/gemm_kernel_h200_persistent/check.txt`) compared 211,292,160 outputs with refmodel.gemm:
+memory (no `sg`: the producer stages them in shared memory, `scales="smem"`; rows recorded before that option
+existed, in `bench/results/gemm_kernel_h200_previous.json`, loaded them from global memory without the tag).
+The default configs are `persistent-p1-bn128-s5` (precise: two partial sets, scales in shared memory, `xtile`
+off) and `persistent-p0-bn256-s4` (fast). The same session's bit check (`python -m gpu.record.gemm --check-only
+--configs` with the eight precise configs of `bench/h200_session.sh`, the `tiny` family included;
+`bench/results/gemm_kernel_h200_session4/check.txt`) compared 372,140,032 outputs with refmodel.gemm:
 0 mismatches.
+
+**Subnormals.** cupy's `RawModule(code=...)` appends `-ftz=true` to NVRTC's options, so until this session the
+promotion compiled to `FFMA.FTZ` (ncu's SASS on the H200) and flushed a float32-subnormal `sa * sb` or sum to zero,
+where refmodel keeps it. `gpu.kernels.runtime` now calls NVRTC itself with `-ftz=false`
+(`bench/results/session_h200/ftz_probe.json`: cupy's path flushes 3,054 to 4,096 of 4,096 subnormal results per
+operation, wgref's none), and the `tiny` input family (scales near 2^-66, so `sa * sb` is subnormal) is in the gpu
+tests, the bit check and the fixtures (`gemm_128x144x256_tiny_p1_f32`).
 
 **The persistent schedule** (`GemmConfig()`, `gpu/kernels/gemm_fp8_source.py`; the table above at
 the top of this section is the `simple` schedule, still selectable): one CTA per SM walks its tiles in
@@ -155,26 +163,29 @@ kb+1 is issued before block kb is promoted (`wait_group 1`), and in fast mode th
 (one m64n256k32 chain per consumer). ptxas reports 168 registers and no spills or wgmma
 serialisation warnings for every config (`tests/test_gemm_kernel.py`).
 
-What limits precise mode (Nsight Compute on the H200, 4096³, `bench/profile_gemm_kernel.py`,
-`bench/results/gemm_kernel_h200_persistent/ncu_4096.txt`): 5.8 cycles between issued instructions
-per warp, a third of them waiting on global loads — the per-row scales `sa[row, kb]`, which a warp
-reads from 16 rows K/128 floats apart. The `scales="smem"` path (the producer bulk-copies a
-k-block-major transpose of the scales into each ring slot) removes those loads from the consumer
-loop; it assembles and passes the trace checker but has not run on the H200, so it is not the default.
+**What limits precise mode** (Nsight Compute on the H200, `bench/profile_gemm_kernel.py`; files in
+`bench/results/gemm_kernel_h200_session4/`, profiled before the `-ftz=false` change, which alters only the
+promotion FMAs' flush bit): with the scales in shared memory the tensor pipe is active 83.1 % of the time at
+4096³ (`sm__pipe_tensor_cycles_active`, `ncu_4096_smem_ftz_build.txt`), against 53.2 % for the one-partial
+128 x 192 tile (`ncu_4096_bn192_ftz_build.txt`). At 8192³ the default's largest stall sites are the first wgmma
+of each K block (12 % of the samples, under no stall reason the CSV export names) and the full-barrier waits of
+the ring (`@!P0 BRA` after `SYNCS.PHASECHK`, 9 %: waiting for loads); in fast mode the 128 x 128 tile reaches only 0.88x
+of cuBLAS at 8192³ (`bench/results/gemm_kernel_h200_previous.json`) where 128 x 256 reaches 1.04x, so 128 x 128
+is a ceiling of its own for precise mode too. The ring depth matters down to 4 stages: 5 and 4 give the same
+8192³ rate, 3 loses 16 % (`stage_sweep_ftz_build.txt`).
 
-**Wider precise tiles, built and not yet measured.** The 128 x 128 tile is a ceiling of its own: in fast mode
-the same tile reaches 0.98x / 0.88x of cuBLAS (rows `persistent-p0-bn128-s6` above) where 128 x 256 reaches
-1.02x / 1.04x. Promotion cannot use 128 x 256 (an m64n256 partial and its f32 sums are 256 registers, over the
-240 a consumer has), so `GemmConfig(bn=192)` takes 128 x 192 with **one** partial set (`partials=1`,
-`-q1` in the names): each K block is waited for (`wait_group 0`) and promoted while the other consumer
-warpgroup's wgmmas run, as DeepGEMM does; a tile then spans two 128-column B-scale blocks (the boundary is
-at column 128 of even tile columns, 64 of odd ones), and the epilogue's three 64-column chunks alternate
-staging buffers by a running count. `xtile=1` with one partial set issues the next tile's first K block
-before the previous tile's epilogue. These configs assemble for sm_90a with no spills and no
-compiler-injected waits, and their traces pass the checker (the table above lists them); they have
-**not run on the H200**, so no speed and no bit check is claimed for them, and the default stays
-`persistent-p1-bn128-s6`. `bash bench/h200_session.sh gemm` runs their gpu tests, the bit check and the
-bench in one call.
+**Wider precise tiles.** Promotion cannot use 128 x 256 (an m64n256 partial and its f32 sums are 256
+registers, over the 240 a consumer has), so `GemmConfig(bn=192)` takes 128 x 192 with **one** partial set
+(`partials=1`, `-q1` in the names): each K block is waited for (`wait_group 0`) and promoted while the other
+consumer warpgroup's wgmmas run, as DeepGEMM does; a tile then spans two 128-column B-scale blocks (the boundary
+is at column 128 of even tile columns, 64 of odd ones), and the epilogue's three 64-column chunks alternate
+staging buffers by a running count. They are bit-exact on the H200 but slower than the default (table above).
+The SASS profile of the global-scale variant at 8192³ (`ncu_8192_bn192_xtile_stalls_ftz_build.txt` and its
+`…_sass_…csv.gz`) put 39 % of the stall samples on the `wait_group 0` and 18 % on an `R2UR` that moved the
+just-loaded B scale into a uniform register ahead of the block's wgmmas, stalling their issue on the load;
+the global scales of one-partial configs are now loaded one K block ahead (`persistent-p1-bn192-s4-q1-sg`: 830 → 969 TFLOP/s at 4096³,
+826 → 925 at 8192³, `ftz_build_first_run.json` against `gemm_kernel_h200.json`). Closing the rest of the
+gap to cuBLAS in precise mode (0.94x / 0.86x) needs a schedule this kernel does not have yet.
 
 """
 
