@@ -113,8 +113,10 @@ def main():
     ap.add_argument("--gpu-tiles", type=int, default=8192)
     ap.add_argument("--engine", choices=["cpu", "gpu", "both"], default="both")
     ap.add_argument("--json", default=None, help="write the GPU engine's rates here (with device and versions)")
+    ap.add_argument("--mixed-only", action="store_true", help="GPU engine: only the campaign with RS and chains drawn")
     args = ap.parse_args()
-    gpu_rates = gpu_engine(args.seconds, args.gpu_tiles) if args.engine in ("gpu", "both") else {}
+    gpu_rates = gpu_engine(args.seconds, args.gpu_tiles, jobs=[] if args.mixed_only else GPU_JOBS) \
+        if args.engine in ("gpu", "both") else {}
     if args.json and gpu_rates:
         import json
 

@@ -33,7 +33,13 @@ def performance_page() -> str:
     ahead = ", ".join(m for m in modes if all(r["ratio"] >= 1.0 for (mm, _), r in best.items() if mm == m)) or "neither mode"
     kern = "\n".join(f"| {r['n']}^3 | {r['mode']} | `{r.get('config', 'simple')}` | {r['ours_tflops']:.0f} | "
                      f"{r['cublas_tflops']:.0f} | {r['ratio']:.2f} |" for r in k)
-    fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains.json")
+    fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_session4.json")
+    pr = _load("bench/results/fuzz_gpu_h200/probe_slow_batches.json")
+    probe_rows = "\n".join(
+        f"| {r['instr'].split('aligned.')[1]} {'RS' if r['rs'] else 'SS'} chain {r['chain']} | {r['tiles']:,} | "
+        f"{r['batches'][0]['model']:.3f} s / {r['batches'][1]['model'] * 1e3:.1f} ms | "
+        f"{r['batches'][0]['compare']:.2f} s / {r['batches'][1]['compare'] * 1e3:.1f} ms | "
+        f"{r['batches'][0]['hardware'] * 1e3:.1f} ms |" for r in pr)
     fz0 = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_first_port.json")
     first_rows = "\n".join(
         f"| {job} | {fz0['jobs'][job]['end_to_end_outputs_per_s'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
@@ -147,10 +153,23 @@ outputs/s with this port.
 Every dense form with RS and the chain drawn per batch (1..128), {mixed['instr_outputs']:,} instruction
 outputs in all: {mixed['end_to_end_outputs_per_s'] / 1e9:.2f} G outputs/s, {mixed['mismatches']} mismatches,
 {mixed['port_disagreements']} port disagreements, compile {mixed['compile_seconds']:.1f} s apart. By chain length
-(seconds summed over the batches of that length). Chains 2 and 128 ran far below the fixed-length jobs
-above at similar lengths; where those seconds went has not been measured yet (a one-off cost in a job's
-first batch, such as cupy compiling its own kernels on a fresh machine, is the suspect: the fixed-length
-jobs are timed after a warm-up):
+(seconds summed over the batches of that length). In this run ({fz['seconds']:g} s a campaign) the first batches of
+the jobs took {mixed['jobs_first_batch_seconds']:.2f} s and later batches {mixed['later_batches_seconds']:.2f} s, and
+two batches took
+{mixed['slowest_batches'][0]['seconds']:.2f} s and {mixed['slowest_batches'][1]['seconds']:.2f} s. Where those
+seconds went (`bench/probe_slow_batches.py` on the H200, `probe_slow_batches.json`: each stage of a job's first
+and second batch timed apart, the runner built beforehand): in cupy's own comparison
+`cp.nonzero((hw != model).any(axis=1))`, which cupy compiles with NVRTC the first time for each row length
+(the third job shares the first's dtypes and still paid it), and in the first port call of a dtype family:
+
+| job | tiles | port: first / second batch | comparison: first / second batch | hardware, first batch |
+|---|---|---|---|---|
+{probe_rows}
+
+So the drawn mix measures one-off compilation, not the engine: a campaign that draws a new form every batch
+pays cupy's compile for each new row length until its cache is warm. `gpu.kernels.compare.differing_rows`
+(one compiled kernel for every shape) is built to replace that comparison but has not run on the H200 yet,
+so the campaigns still use cupy's:
 
 | chain | outputs | instruction outputs | seconds | G outputs/s | G instruction outputs/s |
 |---|---|---|---|---|---|

@@ -1,0 +1,56 @@
+"""gpu.kernels.compare.differing_rows equals cupy's (a != b).any(axis=1) on every word size and shape,
+with and without a skip mask (gpu marker); its source assembles for sm_90a (host, with nvcc)."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,dtype", [((777, 512), np.uint32), ((64, 64, 24), np.uint32), ((300, 7), np.uint32),
+                                         ((129, 1000), np.uint16), ((50, 3, 5), np.uint8), ((1, 1), np.uint32),
+                                         ((4096, 16384), np.uint32)], ids=str)
+def test_differing_rows_is_cupys_any(shape, dtype):
+    import cupy as cp
+
+    from gpu.kernels.compare import differing_rows
+
+    rng = np.random.default_rng(sum(shape))
+    a = rng.integers(0, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
+    b = a.copy()
+    flat = b.reshape(shape[0], -1)
+    for r in rng.choice(shape[0], size=max(1, shape[0] // 7), replace=False):     # one differing word each
+        flat[r, rng.integers(flat.shape[1])] ^= dtype(1 << int(rng.integers(8 * np.dtype(dtype).itemsize)))
+    flat[-1, -1] ^= dtype(1)                                                     # the very last word
+    skip = rng.random(shape[0]) < 0.3
+    da, db, ds = cp.asarray(a), cp.asarray(b), cp.asarray(skip)
+    want = np.flatnonzero((a != b).reshape(shape[0], -1).any(axis=1))
+    assert np.array_equal(cp.asnumpy(differing_rows(da, db)), want)
+    assert np.array_equal(cp.asnumpy(differing_rows(da, db, skip=ds)), want[~skip[want]])
+    assert cp.asnumpy(differing_rows(da, da)).size == 0
+
+
+@pytest.mark.gpu
+def test_differing_rows_refuses_mismatched_arrays():
+    import cupy as cp
+
+    from gpu.kernels.compare import differing_rows
+    from refmodel.errors import InputError
+
+    with pytest.raises(InputError, match="one shape and dtype"):
+        differing_rows(cp.zeros((4, 4), cp.uint32), cp.zeros((4, 5), cp.uint32))
+    with pytest.raises(InputError, match="skip must have shape"):
+        differing_rows(cp.zeros((4, 4), cp.uint32), cp.zeros((4, 4), cp.uint32), skip=cp.zeros(3, bool))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
+def test_the_kernel_assembles_for_sm90a(tmp_path):
+    from gpu.kernels.compare import SOURCE
+    from gpu.kernels.runtime import PRELUDE
+
+    (tmp_path / "k.cu").write_text(PRELUDE + SOURCE)
+    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(tmp_path / "k.cubin"),
+                        str(tmp_path / "k.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
