@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -446,6 +447,10 @@ def verifier_page() -> str:
     sp_res = json.loads((ROOT / "bench" / "results" / "sparse_gpu_h200" / "chain_model.json").read_text())["forms"]
     sp_rates = [v["gpu_engine"]["outputs_per_second"] / 1e9 for v in sp_res.values()]
     sp_bad = sum(v["gpu_engine"]["mismatches"] for v in sp_res.values())
+    dm = json.loads((ROOT / "fixtures" / "device_model" / "manifest.json").read_text())
+    dm_rows = "\n".join(
+        f"| `{e['file']}` | {len(e['meta']['jobs']) if 'jobs' in e['meta'] else str(len(e['meta']['instrs'])) + ' forms'} | "
+        f"{e['cases'] // 2:,} |" for e in dm["entries"])
     parts = []
     for bug, r in demo.items():
         label = "correct kernel" if bug == "None" else f"bug = {bug}"
@@ -554,12 +559,18 @@ How the GPU ports are checked: `tests/test_device_model.py`, `tests/test_fuzz_de
 refmodel on all 528 dense forms × every input family (chains, scale-d, imm scales), all 528 sparse
 forms and every layout variant; the fixture `fixtures/device_model/forms.npz` holds, for all 528 dense
 forms × 7 families, the sha256 of the outputs of the GPU port *as built and run on the H200* and of
-the hardware (30,621,696 outputs each, `python -m gpu.record.device_model`); `wgref verify` rebuilds the
-inputs in numpy, runs the CPU refmodel and compares digests. The same digests for RS operands and
-chains (`--jobs`), the sparse forms (`gpu.record.device_model_sparse`) and the layout family
-(`gpu.record.device_model_layout`) have replayers and numpy twins of their generators
-(`refmodel.verify.seeded_sparse`, `seeded_layout`) but are not recorded yet. gpu-marked tests plant a
-wrong hardware output and check each campaign reports exactly it.
+the hardware (`python -m gpu.record.device_model`); `wgref verify` rebuilds the inputs in numpy, runs the
+CPU refmodel and compares digests. The same digests cover RS operands and chains (`--jobs`), the sparse
+forms (`gpu.record.device_model_sparse`) and the layout family (`gpu.record.device_model_layout`), with
+numpy twins of their generators (`refmodel.verify.seeded_sparse`, `seeded_layout`); recorded on the H200
+(`fixtures/device_model/manifest.json`; the recording run logged 0 differences between the port and the
+hardware, `bench/results/session_h200/device_model_record.txt`):
+
+| fixture | jobs | outputs, each from the port and the hardware |
+|---|---|---|
+{dm_rows}
+
+gpu-marked tests plant a wrong hardware output and check each campaign reports exactly it.
 
 Throughput on the H200, stage by stage and end to end: `docs/performance.md` (from `bench/bench_fuzz.py`,
 `bench/bench_port.py`, `bench/bench_layout_gpu.py`).
