@@ -18,10 +18,10 @@ for step in "$@"; do
   case $step in
     gemm)
       # the precise configs checked bit for bit and benched (the bench adds the fast default, promote=0)
-      PRECISE=("" "scales=global" "xtile=1" "bn=192" "bn=192,scales=global" "bn=192,xtile=1" "bn=192,xtile=1,scales=global" "partials=1,scales=global")
+      PRECISE=("" "scales=global" "xtile=1" "bn=192" "bn=192,scales=global" "bn=192,xtile=1" "bn=192,xtile=1,scales=global" "partials=1,scales=global" "cluster=2")
       timeout 280 python -m pytest -q -m gpu --require-gpu tests/test_gemm_kernel.py 2>&1 | tail -30 | tee $OUT/gemm_tests.txt
       timeout 150 python -m gpu.record.gemm --check-only --configs "${PRECISE[@]}" 2>&1 | tee $OUT/gemm_check.txt | tail -6
-      timeout 160 python bench/bench_gemm_kernel.py --configs "${PRECISE[@]}" "promote=0" --check \
+      timeout 160 python bench/bench_gemm_kernel.py --configs "${PRECISE[@]}" "promote=0" "promote=0,cluster=2" --check \
         --json $OUT/gemm_kernel.json 2>&1 | tee $OUT/gemm_bench.txt | tail -34 ;;
     dense)
       timeout 240 python -m pytest -q -m gpu --require-gpu tests/test_fuzz_device.py tests/test_device_model.py 2>&1 | tail -8 | tee $OUT/dense_tests.txt

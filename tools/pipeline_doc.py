@@ -187,6 +187,14 @@ the global scales of one-partial configs are now loaded one K block ahead (`pers
 826 → 925 at 8192³, `ftz_build_first_run.json` against `gemm_kernel_h200.json`). Closing the rest of the
 gap to cuBLAS in precise mode (0.94x / 0.86x) needs a schedule this kernel does not have yet.
 
+**2-CTA clusters** (`cluster=2`, experimental): B is multicast into both CTAs of a pair, which halves the B
+traffic from L2. An earlier H200 run put it at 0.30x-0.32x precise and 0.65x-0.71x fast
+(`bench/results/gemm_kernel_h200_persistent/cluster2.txt`, bit-exact). Its SASS shows why: each consumer's
+release of a slot on the peer CTA's barrier (`mbarrier.arrive.release.cluster`) compiled to `MEMBAR.ALL.CTA` +
+`MEMBAR.ALL.GPU` before the arrive, twice per K block. The arrive now uses the default `.release.cta`
+semantics, as CUTLASS's `ClusterBarrier::arrive` does, and the GPU-scope membars are gone from its SASS.
+This version has **not run on the H200**: no speed is claimed for it, and it is in the next session's bench.
+
 """
 
 

@@ -95,8 +95,12 @@ __device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 phase) {
   asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}\n"
                :: "r"(bar), "r"(phase) : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_cta(u32 bar, u32 rank) {   // arrive on CTA `rank`'s barrier at this offset
-  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+// arrive on CTA `rank`'s barrier at this offset, with the default .release.cta semantics (as CUTLASS's
+// ClusterBarrier::arrive): `.release.cluster` compiled to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every
+// remote arrive, twice per K block per consumer; the wgmmas that read the slot have completed (wait_group)
+// before the arrive either way
+__device__ __forceinline__ void mbar_arrive_cta(u32 bar, u32 rank) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
                :: "r"(bar), "r"(rank) : "memory");
 }
 // grouped raster: GROUP row units share each column block while it is in L2
