@@ -188,7 +188,7 @@ the global scales of one-partial configs are now loaded one K block ahead (`pers
 gap to cuBLAS in precise mode (0.94x / 0.86x) needs a schedule this kernel does not have yet.
 
 **2-CTA clusters** (`cluster=2`, experimental): B is multicast into both CTAs of a pair, which halves the B
-traffic from L2. An earlier H200 run put it at 0.30x-0.32x precise and 0.65x-0.71x fast
+traffic from L2. An earlier H200 run put it at 0.29x-0.32x precise and 0.65x-0.71x fast
 (`bench/results/gemm_kernel_h200_persistent/cluster2.txt`, bit-exact). Its SASS shows why: each consumer's
 release of a slot on the peer CTA's barrier (`mbarrier.arrive.release.cluster`) compiled to `MEMBAR.ALL.CTA` +
 `MEMBAR.ALL.GPU` before the arrive, twice per K block. The arrive now uses the default `.release.cta`
