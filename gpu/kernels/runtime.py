@@ -174,6 +174,7 @@ def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS):
     """Compile ``PRELUDE + src`` for sm_90a with exactly ``options``; cached in memory and on disk
     (:func:`cache_dir`).  Returns a ``cupy.RawModule`` (``get_function``, ``get_global``)."""
     import os
+    import threading
 
     cp = require_device()
     code = PRELUDE + src
@@ -188,7 +189,7 @@ def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS):
         if not path.exists():
             cubin = nvrtc_cubin(code, options)
             d.mkdir(parents=True, exist_ok=True)
-            tmp = d / f".{key}.{os.getpid()}.tmp"
+            tmp = d / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"   # one per process and thread
             tmp.write_bytes(cubin)
             os.replace(tmp, path)      # atomic: concurrent compilers of one source write the same bytes
         _MODULES[key] = cp.RawModule(path=str(path))
