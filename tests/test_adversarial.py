@@ -297,8 +297,16 @@ def files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
-    """The same files for random argv, which may overwrite any of them."""
-    return _make_files(tmp_path_factory.mktemp("scratch"))
+    """The same files for random argv, which may overwrite any of them, and a small real fixture set
+    (the FP8 GEMM kernel's fixtures, signed) that the random ``verify`` runs replay."""
+    import shutil
+
+    from refmodel.verify.fixtures import write_index
+
+    d = _make_files(tmp_path_factory.mktemp("scratch"))
+    shutil.copytree(ROOT / "fixtures" / "gemm", d / "fixtures_small" / "gemm")
+    write_index(d / "fixtures_small")
+    return d
 
 
 def _make_files(d):
@@ -336,6 +344,8 @@ def argv_strategy(draw, files_dir):
     pool = st.one_of(st.sampled_from(VALUES), st.sampled_from(OPTS), st.sampled_from(WORDS),
                      st.sampled_from(FILE_NAMES).map(lambda f: str(files_dir / f)), st.text(max_size=6))
     rest = draw(st.lists(pool, max_size=7))
+    if cmd == "verify":   # a small real fixture set: replaying all of them is test_fixtures' job (about 200 s here)
+        rest = [*rest, "--fixtures", str(files_dir / "fixtures_small")]
     return [cmd, *rest]
 
 
