@@ -120,21 +120,6 @@ def device_info() -> dict[str, Any]:
     return info
 
 
-# float32 operations whose results the tests and bench/ftz_probe.py make subnormal: a build with
-# -ftz=true flushes them (out[5 i + ...]: fma, mul, x * y, add, double -> float)
-FLOAT_PROBE_SOURCE = r"""
-extern "C" __global__ void wgref_float_ops(const float* x, const float* y, const float* z, const double* w, float* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  out[5 * i + 0] = __fmaf_rn(x[i], y[i], z[i]);
-  out[5 * i + 1] = __fmul_rn(x[i], y[i]);
-  out[5 * i + 2] = x[i] * y[i];
-  out[5 * i + 3] = __fadd_rn(z[i], -0.75f * z[i]);
-  out[5 * i + 4] = (float)w[i];
-}
-"""
-
-
 _MODULES: dict[str, Any] = {}
 
 
