@@ -4,11 +4,10 @@ its broken variants are flagged), and on an H200 it equals refmodel.gemm with th
 (gpu marker; fixtures/gemm replays in CI)."""
 
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from host_cxx import assemble_sm90a, needs_nvcc
 
 from gpu.kernels.gemm_fp8 import GemmConfig, kernel_source, parse_config, trace
 from refmodel.errors import InputError
@@ -152,16 +151,11 @@ def test_wide_instruction_has_the_same_numerics():
     assert np.array_equal(r[0], r[1])
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
+@needs_nvcc
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_kernel_assembles_for_sm90a(name, tmp_path):
-    from gpu.kernels.runtime import PRELUDE
-
     cfg = CONFIGS[name]
-    src = tmp_path / "k.cu"
-    src.write_text(PRELUDE + kernel_source(cfg))
-    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v",
-                        "-o", str(tmp_path / "k.cubin"), str(src)], capture_output=True, text=True, check=False)
+    r = assemble_sm90a(kernel_source(cfg), tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr[-2000:]
     regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
@@ -225,14 +219,10 @@ def test_kernel_equals_refmodel_gemm(case):
     assert np.array_equal(hw, ref), f"{int(np.count_nonzero(hw != ref))} mismatches"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
+@needs_nvcc
 def test_scale_prep_kernel_assembles(tmp_path):
     """scales="smem": the launcher's device transpose of scale_a (and padding of scale_b)."""
     from gpu.kernels.gemm_fp8 import _PREP_SRC
-    from gpu.kernels.runtime import PRELUDE
 
-    src = tmp_path / "p.cu"
-    src.write_text(PRELUDE + _PREP_SRC)
-    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v",
-                        "-o", str(tmp_path / "p.cubin"), str(src)], capture_output=True, text=True, check=False)
+    r = assemble_sm90a(_PREP_SRC, tmp_path)
     assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr[-2000:]

@@ -1,11 +1,9 @@
 """gpu.kernels.compare.differing_rows equals cupy's (a != b).any(axis=1) on every word size and shape,
 with and without a skip mask (gpu marker); its source assembles for sm_90a (host, with nvcc)."""
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
+from host_cxx import assemble_sm90a, needs_nvcc
 
 
 @pytest.mark.gpu
@@ -45,12 +43,9 @@ def test_differing_rows_refuses_mismatched_arrays():
         differing_rows(cp.zeros((4, 4), cp.uint32), cp.zeros((4, 4), cp.uint32), skip=cp.zeros(3, bool))
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (CUDA toolkit)")
+@needs_nvcc
 def test_the_kernel_assembles_for_sm90a(tmp_path):
     from gpu.kernels.compare import SOURCE
-    from gpu.kernels.runtime import PRELUDE
 
-    (tmp_path / "k.cu").write_text(PRELUDE + SOURCE)
-    r = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(tmp_path / "k.cubin"),
-                        str(tmp_path / "k.cu")], capture_output=True, text=True)
+    r = assemble_sm90a(SOURCE, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
