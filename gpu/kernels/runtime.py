@@ -90,6 +90,14 @@ def fault_illegal_address() -> None:
     raise DeviceError("the planted illegal-address launch did not fault")
 
 
+@functools.lru_cache(maxsize=1)
+def _nvrtc_version() -> str:
+    try:
+        return ".".join(map(str, _import_cupy().cuda.nvrtc.getVersion()))
+    except Exception:
+        return "unknown"
+
+
 def device_info() -> dict[str, Any]:
     """Provenance of the device for fixture manifests (name, driver, CUDA, NVRTC, cupy)."""
     cp = require_device()
@@ -97,16 +105,12 @@ def device_info() -> dict[str, Any]:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     drv = cp.cuda.runtime.driverGetVersion()
     rt = cp.cuda.runtime.runtimeGetVersion()
-    try:
-        nvrtc = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
-    except Exception:
-        nvrtc = "unknown"
     info = {
         "device": name,
         "compute_capability": cp.cuda.Device(0).compute_capability,
         "cuda_driver_api": drv,
         "cuda_runtime": rt,
-        "nvrtc": nvrtc,
+        "nvrtc": _nvrtc_version(),
         "cupy": cp.__version__,
     }
     try:
@@ -163,11 +167,7 @@ def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS):
 
     cp = require_device()
     code = PRELUDE + src
-    try:
-        ver = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
-    except Exception:
-        ver = "unknown"
-    key = hashlib.sha256((code + repr(options) + ver).encode()).hexdigest()
+    key = hashlib.sha256((code + repr(options) + _nvrtc_version()).encode()).hexdigest()
     if key not in _MODULES:
         d = cache_dir()
         path = d / f"{key}.cubin"
