@@ -42,6 +42,21 @@ def _time(f, reps: int, trials: int) -> float:
     return float(np.median(ts))
 
 
+def _kernel_names(f) -> list:
+    """The CUDA kernels one call of ``f`` launches (torch.profiler), e.g. cuBLAS's nvjet tile name."""
+    import torch
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            f()
+            torch.cuda.synchronize()
+        return sorted({e.key for e in prof.key_averages()
+                       if getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) > 0})
+    except Exception as e:      # provenance only: the timing does not depend on it
+        return [f"unknown ({type(e).__name__})"]
+
+
 def main(argv=None) -> int:
     import cupy as cp
     import torch
@@ -74,15 +89,18 @@ def main(argv=None) -> int:
         for fast in sorted({not c.promote for c in cfgs}):
             def f(A=A, B=B, one=one, fast=fast):
                 return torch._scaled_mm(A, B.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
-            cublas[fast] = (_time(f, a.reps, a.trials), f() if a.check else None)
+            cublas[fast] = (_time(f, a.reps, a.trials), f() if a.check else None, _kernel_names(f))
         flops = 2.0 * n ** 3
         for cfg in cfgs:
             fast = not cfg.promote
-            t_cublas, ref = cublas[fast]
+            t_cublas, ref, kern = cublas[fast]
             launch, D = launcher(Ac, Bc, None if fast else sa, None if fast else sb, cfg=cfg)
             t_ours = _time(launch, a.reps, a.trials)
             r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
-                 "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours}
+                 "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
+                 "grid": list(getattr(launch, "grid", ()))}
+            if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
+                r["ours_kernel_only_tflops"] = flops / _time(launch.kernel_only, a.reps, a.trials) / 1e12
             if a.check:
                 launch()
                 cp.cuda.runtime.deviceSynchronize()
@@ -90,9 +108,13 @@ def main(argv=None) -> int:
                 r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
             rows.append(r)
             extra = f"   rel diff {r['max_rel_diff_vs_cublas']:.2e}" if a.check else ""
+            if "ours_kernel_only_tflops" in r:
+                extra += f"   (kernel alone {r['ours_kernel_only_tflops']:.1f})"
             print(f"{n}^3 {r['mode']:<8} {cfg.name:<28} cuBLAS {r['cublas_tflops']:7.1f} TFLOP/s   ours "
                   f"{r['ours_tflops']:7.1f} TFLOP/s   ratio {r['ratio']:.3f}{extra}", flush=True)
             del launch, D
+        for fast, (_, _, kern) in sorted(cublas.items()):
+            print(f"{n}^3 {'fast' if fast else 'precise'} cuBLAS kernels: {', '.join(kern)}", flush=True)
     if a.json:   # a list of rows (the format tools/pipeline_doc.py reads), each with the run's provenance
         Path(a.json).write_text(json.dumps([{**r, "reps": a.reps, "trials": a.trials, **info} for r in rows], indent=1))
     return 0

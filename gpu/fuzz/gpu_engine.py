@@ -38,6 +38,7 @@ from refmodel.verify.seeded import FAMILIES, tile_families
 from refmodel.wgmma_forms import WgmmaForm
 
 from gpu.fuzz.cpu_engine import RatedReport
+from gpu.kernels.compare import differing_rows
 from gpu.kernels.form_runner import FormRunner
 from gpu.kernels.generator import GEN_SOURCE, generate_host, typed  # noqa: F401  (the engine's generator)
 
@@ -204,8 +205,7 @@ def fuzz_device(target: str, *, seconds: Optional[float] = None, cases: int = 10
         d_model = run.model(x, scale_d)
         if plant == b:
             d_hw[T // 2, 7] ^= 1
-        diff = d_hw != d_model
-        bad_tiles = cp.nonzero(diff.any(axis=1))[0]
+        bad_tiles = differing_rows(d_hw, d_model)
         n_port = n_bad = 0
         if bad_tiles.size:     # only these tiles come back; the CPU refmodel decides
             idx = cp.asnumpy(bad_tiles)

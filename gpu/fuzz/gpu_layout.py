@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu.fuzz.gpu_engine import DeviceCampaignReport
+from gpu.kernels.compare import differing_rows
 from refmodel.errors import InputError
 from refmodel.fileio import save_npz
 from refmodel.validate import check_int
@@ -112,8 +113,7 @@ def fuzz_layout_device(target: str = "layout", *, seconds: float | None = None, 
             ok = cp.nonzero(~undef)[0]
             if ok.size:
                 d_hw[int(ok[min(int(ok.size) - 1, int(cp.searchsorted(ok, C // 2)))]), 7, 0] ^= 1
-        diff = (d_hw != d_model) & ~undef[:, None, None]
-        bad = cp.nonzero(diff.reshape(C, -1).any(axis=1))[0]
+        bad = differing_rows(d_hw, d_model, skip=undef)
         n_undef = int(undef.sum())
         moved = bool((x["bases"] != run.base).any())
         if moved:

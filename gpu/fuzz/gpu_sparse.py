@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu.fuzz.gpu_engine import DeviceCampaignReport
+from gpu.kernels.compare import differing_rows
 from gpu.kernels.sparse_runner import SparseRunner
 from refmodel.verify.seeded import FAMILIES
 
@@ -171,7 +172,7 @@ def fuzz_sparse_device(target: str = "sparse", *, seconds: float | None = None, 
         d_model = run.model(x)
         if plant == b:
             d_hw[T // 2, 7] ^= 1
-        bad_tiles = cp.nonzero((d_hw != d_model).any(axis=1))[0]
+        bad_tiles = differing_rows(d_hw, d_model)
         n_port = n_bad = 0
         repro_rec = None
         if bad_tiles.size:     # only these tiles come back; the CPU refmodel decides

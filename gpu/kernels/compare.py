@@ -6,9 +6,9 @@ cupy JIT-compiles that reduction for each new row length, 2.3-3.1 s on the H200 
 NVRTC.  :func:`differing_rows` compiles one kernel (per process; cubins cached on disk) whatever the
 shape, and also takes a per-row mask of rows to skip.
 
-Not yet used by the campaigns: it has not run on the H200 (``tests/test_gpu_compare.py`` and
-``bench/probe_slow_batches.py`` check it against cupy's expression there); the campaigns keep cupy's
-comparison until they have.
+The dense, sparse and layout campaigns (``gpu.fuzz.gpu_engine``, ``gpu_sparse``, ``gpu_layout``) use it;
+``tests/test_gpu_compare.py`` and ``bench/probe_slow_batches.py`` check it against cupy's expression on the
+device.
 """
 
 from __future__ import annotations

@@ -124,6 +124,31 @@ def device_info() -> dict[str, Any]:
     return info
 
 
+def max_active_clusters(function, threads: int, smem_bytes: int, cluster: int) -> int | None:
+    """How many clusters of ``cluster`` CTAs of ``function`` (a compiled cupy kernel whose cluster
+    size is fixed by ``__cluster_dims__``; ``threads`` per CTA, ``smem_bytes`` of dynamic shared memory)
+    the device can hold at once: the driver's ``cuOccupancyMaxActiveClusters``.  ``None`` when the
+    driver cannot say."""
+    import ctypes
+
+    class _LaunchConfig(ctypes.Structure):
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuOccupancyMaxActiveClusters
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
+        fn.restype = ctypes.c_int
+        cfg = _LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1), smem_bytes,
+                            None, None, 0)
+        n = ctypes.c_int(0)
+        rc = fn(ctypes.byref(n), ctypes.c_void_p(int(function.ptr)), ctypes.byref(cfg))
+    except Exception:
+        return None
+    return int(n.value) if rc == 0 and n.value > 0 else None
+
+
 _MODULES: dict[str, Any] = {}
 
 
