@@ -7,7 +7,8 @@ Each ``--configs`` item is a ``gpu.kernels.gemm_fp8.parse_config`` string (``key
 "" is the default config, i.e. the persistent schedule with promotion).  A config with promote=1 is
 "precise" and is compared with use_fast_accum=False, one with promote=0 is "fast" and compared with
 use_fast_accum=True.  Default: the default precise and fast configs.  Both sides are timed the same way:
-``reps`` back-to-back launches between two CUDA events, the median over ``--trials`` such batches.
+``reps`` back-to-back launches between two CUDA events, the median over ``--trials`` such batches, the two
+sides' batches alternating (so each config's row has its own cuBLAS time, measured beside it).
 ``--json F`` writes a list of rows (n, mode, config, cublas_tflops, ours_tflops, ratio, and the device,
 driver, CUDA, cupy and torch versions).  ``--check`` also reports each config's largest |ours - cuBLAS| / max|cuBLAS| (a sanity check only; the
 bit-exact check is ``python -m gpu.record.gemm --check-only``).
@@ -23,23 +24,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def _time(f, reps: int, trials: int) -> float:
+def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
+    """Median seconds per call of ``f`` and of ``g``, timed in alternating batches (f g, g f, f g, ...):
+    clocks and power on the H200 drift over seconds, so a batch of one next to a batch of the other is
+    the fair comparison (one run measured the same kernel 14 % apart a few seconds later)."""
     import numpy as np
     import torch
 
     for _ in range(3):
         f()
+        g()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(trials):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            f()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3 / reps)
-    return float(np.median(ts))
+    ts = {0: [], 1: []}
+    for i in range(trials):
+        for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            h = (f, g)[j]
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(reps):
+                h()
+            e.record()
+            e.synchronize()
+            ts[j].append(s.elapsed_time(e) / 1e3 / reps)
+    return float(np.median(ts[0])), float(np.median(ts[1]))
 
 
 def _kernel_names(f) -> list:
@@ -67,7 +74,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--trials", type=int, default=10)
     p.add_argument("--configs", nargs="*", default=["", "promote=0"])
     p.add_argument("--check", action="store_true")
     p.add_argument("--json", default=None)
@@ -89,18 +96,19 @@ def main(argv=None) -> int:
         for fast in sorted({not c.promote for c in cfgs}):
             def f(A=A, B=B, one=one, fast=fast):
                 return torch._scaled_mm(A, B.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
-            cublas[fast] = (_time(f, a.reps, a.trials), f() if a.check else None, _kernel_names(f))
+            cublas[fast] = (f, f() if a.check else None, _kernel_names(f))
         flops = 2.0 * n ** 3
         for cfg in cfgs:
             fast = not cfg.promote
-            t_cublas, ref, kern = cublas[fast]
+            f_cublas, ref, kern = cublas[fast]
             launch, D = launcher(Ac, Bc, None if fast else sa, None if fast else sb, cfg=cfg)
-            t_ours = _time(launch, a.reps, a.trials)
+            t_cublas, t_ours = _time_pair(f_cublas, launch, a.reps, a.trials)
             r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
                  "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
                  "grid": list(getattr(launch, "grid", ()))}
             if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
-                r["ours_kernel_only_tflops"] = flops / _time(launch.kernel_only, a.reps, a.trials) / 1e12
+                tc, tk = _time_pair(f_cublas, launch.kernel_only, a.reps, a.trials)
+                r["ours_kernel_only_tflops"], r["cublas_tflops_beside_kernel_only"] = flops / tk / 1e12, flops / tc / 1e12
             if a.check:
                 launch()
                 cp.cuda.runtime.deviceSynchronize()

@@ -110,6 +110,9 @@ def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16, jobs: O
     threads; returns the seconds it took (kept out of the outputs/s)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from gpu.kernels.runtime import require_device
+
+    require_device()        # CUDA initialised here, before the threads compile
     t0 = time.time()
     if jobs is None:
         jobs = [(f, imm, False, 1) for f in forms

@@ -50,8 +50,8 @@ from gpu.kernels.layouts import _SBASE
 
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
-# scales="gather": the producer's scale-loading warp needs more than 24 registers (ptxas spilled there);
-# 128 x 40 + 256 x 232 = 64,512 of the 65,536
+# scales="gather": the producer's scale-copying warp spills at 24 and 32 registers; 128 x 40 + 256 x 232
+# = 64,512 of the 65,536
 GATHER_PRODUCER_REGS = 40
 GATHER_CONSUMER_REGS = 232
 STAGE_OUT = 2 * 64 * 128 * 2          # bf16 staging: 2 consumer warpgroups x 64 rows x 128 columns
@@ -119,8 +119,10 @@ __device__ __forceinline__ void tile_of(int tile, int num_m, int num_n, int grou
 __device__ __forceinline__ float ldg_f(const float* p) {
   float v; asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p)); return v;
 }
-__device__ __forceinline__ void sts_f(u32 a, float v) {
-  asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(a), "f"(v) : "memory");
+// 4 bytes global -> shared without waiting (LDGSTS); the issuing thread's copies are tracked by an
+// mbarrier through cp.async.mbarrier.arrive
+__device__ __forceinline__ void cp_async4(u32 dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ float lds_f(u32 a) {
   float v; asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory"); return v;
@@ -388,8 +390,8 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   const int units = num_mu * num_n;
   if (t == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      // full: the TMA thread's arrive.expect_tx (+ the gathering warp's arrive once the scales are stored)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * s), "r"(1 + SCALES_GATHER));
+      // full: the TMA thread's arrive.expect_tx (+ SCALES_GATHER: the 32 lanes' cp.async arrivals)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * s), "r"(1 + 32 * SCALES_GATHER));
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * (STAGES + s)), "r"(2 * CLUSTER));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -433,18 +435,18 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
           }
 #endif
 #if SCALES_GATHER
-          {   // the warp waits for lane 0's empty-barrier wait, stores this CTA's 128 A-row scales of k-block kb
-              // (rows past M: row M - 1's, their outputs are clipped) and sb[kb, nb], sb[kb, min(nb + 1, NB - 1)]
-              // into the stage's scale area, then lane 0 arrives on full (after __syncwarp: every lane's store first)
+          {   // the warp waits for lane 0's empty-barrier wait, then copies (cp.async, nothing waited for) this
+              // CTA's 128 A-row scales of k-block kb (rows past M: row M - 1's, their outputs are clipped) and
+              // sb[kb, nb], sb[kb, min(nb + 1, NB - 1)] into the stage's scale area; each lane's arrive fires on
+              // full when its copies have landed (full counts 1 + 32 arrivals: .noinc)
             __syncwarp();
             const u32 sc = scs + s * SC_BYTES;
             const int nbg = (N + 127) / 128, nb0 = (pn * BN) / 128;
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-              sts_f(sc + 4 * (t + 32 * j), ldg_f(sa + (long)min(m0 + t + 32 * j, M - 1) * KB + kb));
-            if (t < 2) sts_f(sc + 512 + 4 * t, ldg_f(sb + (long)kb * nbg + min(nb0 + t, nbg - 1)));
-            __syncwarp();
-            if (l0) mbar_arrive(full);
+              cp_async4(sc + 4 * (t + 32 * j), sa + (long)min(m0 + t + 32 * j, M - 1) * KB + kb);
+            if (t < 2) cp_async4(sc + 512 + 4 * t, sb + (long)kb * nbg + min(nb0 + t, nbg - 1));
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full) : "memory");
           }
 #elif SCALES_SMEM
           {   // this CTA's own scales (not multicast): 128 A-row scales of k-block kb, then sb[kb, nb]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from typing import Any
 
 from refmodel.errors import DeviceError
@@ -43,8 +44,19 @@ def _import_cupy():
     return cupy
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()
+
+
 def _probe() -> tuple[bool, str]:
+    # one probe per process, under a lock: threads that compile kernels at once (the campaigns'
+    # precompile) each raced through CUDA's first initialisation, and one of them could see no device
+    # (bench_fuzz --mixed-only on the H200, 2026-12-02)
+    with _PROBE_LOCK:
+        return _probe_once()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_once() -> tuple[bool, str]:
     try:
         cp = _import_cupy()
     except DeviceError as e:
