@@ -35,6 +35,14 @@ def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
         f()
         g()
     torch.cuda.synchronize()
+    if reps <= 0:       # auto: batches of about 40 ms (0.1-ms calls in batches of 20 timed mostly clock ramps)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(5):
+            f()
+        e.record()
+        e.synchronize()
+        reps = max(10, int(0.04 / max(s.elapsed_time(e) / 5e3, 1e-6)))
     ts = {0: [], 1: []}
     for i in range(trials):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
@@ -47,6 +55,18 @@ def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
             e.synchronize()
             ts[j].append(s.elapsed_time(e) / 1e3 / reps)
     return float(np.median(ts[0])), float(np.median(ts[1]))
+
+
+def _gpu_state() -> dict:
+    """SM clock (MHz), power (W) and temperature (C) right after a timing: provenance of its noise."""
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10).stdout
+        clk, pw, temp = (float(x) for x in out.strip().splitlines()[0].split(","))
+        return {"sm_clock_mhz": clk, "power_w": pw, "temperature_c": temp}
+    except Exception:
+        return {}
 
 
 def _kernel_names(f) -> list:
@@ -73,7 +93,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
-    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--reps", type=int, default=0, help="calls per timed batch (0: about 40 ms of calls)")
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--configs", nargs="*", default=["", "promote=0"])
     p.add_argument("--check", action="store_true")
@@ -103,9 +123,10 @@ def main(argv=None) -> int:
             f_cublas, ref, kern = cublas[fast]
             launch, D = launcher(Ac, Bc, None if fast else sa, None if fast else sb, cfg=cfg)
             t_cublas, t_ours = _time_pair(f_cublas, launch, a.reps, a.trials)
+            state = _gpu_state()
             r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
                  "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
-                 "grid": list(getattr(launch, "grid", ()))}
+                 "grid": list(getattr(launch, "grid", ())), **state}
             if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
                 tc, tk = _time_pair(f_cublas, launch.kernel_only, a.reps, a.trials)
                 r["ours_kernel_only_tflops"], r["cublas_tflops_beside_kernel_only"] = flops / tk / 1e12, flops / tc / 1e12
@@ -116,6 +137,8 @@ def main(argv=None) -> int:
                 r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
             rows.append(r)
             extra = f"   rel diff {r['max_rel_diff_vs_cublas']:.2e}" if a.check else ""
+            if state:
+                extra += f"   [{state['sm_clock_mhz']:.0f} MHz {state['power_w']:.0f} W]"
             if "ours_kernel_only_tflops" in r:
                 extra += f"   (kernel alone {r['ours_kernel_only_tflops']:.1f})"
             print(f"{n}^3 {r['mode']:<8} {cfg.name:<28} cuBLAS {r['cublas_tflops']:7.1f} TFLOP/s   ours "

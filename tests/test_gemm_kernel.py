@@ -30,10 +30,6 @@ CONFIGS = {
     "persistent-promote-bf16-cluster2": GemmConfig(cluster=2),
     "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
     "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
-    "persistent-promote-bf16-gather": GemmConfig(scales="gather"),
-    "persistent-promote-f32-gather": GemmConfig(out="f32", scales="gather"),
-    "persistent-promote-bf16-cluster2-gather": GemmConfig(cluster=2, scales="gather"),
-    "persistent-promote-bf16-bn192-gather": GemmConfig(bn=192, scales="gather"),
     "persistent-promote-bf16-bn192": GemmConfig(bn=192),
     "persistent-promote-bf16-bn192-gscales": GemmConfig(bn=192, scales="global"),
     "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
@@ -72,7 +68,7 @@ def test_config_defaults_and_errors():
     for kw in ({"bn": 256}, {"bn": 192, "promote": False}, {"schedule": "persistent", "broken": "lax_wait"},
                {"stages": 7}, {"schedule": "simple", "bn": 256}, {"schedule": "pingpong"}, {"out": "f16"},
                {"cluster": 3}, {"cluster": 2, "schedule": "simple"}, {"xtile": True, "promote": False},
-               {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False}, {"scales": "gather", "promote": False},
+               {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
                {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
                {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2}):
@@ -83,7 +79,6 @@ def test_config_defaults_and_errors():
     assert parse_config("cluster=2,xtile=1,scales=smem").name == "persistent-p1-bn128-s5-c2-x-bf16"
     assert parse_config("").name == "persistent-p1-bn128-s5-bf16"
     assert parse_config("scales=global").name == "persistent-p1-bn128-s6-sg-bf16"
-    assert parse_config("scales=gather").name == "persistent-p1-bn128-s5-sw-bf16"
     assert parse_config("scales=global,xtile=1").name == "persistent-p1-bn128-s6-x-sg-bf16"
     assert parse_config("bn=192,scales=smem").name == "persistent-p1-bn192-s4-q1-bf16"
     assert parse_config("partials=1") == GemmConfig(partials=1)
@@ -202,11 +197,6 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1,scales=global"),
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
                                   (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
-                                  # scales gathered by the producer's warp from (M, K/128): row and column tails
-                                  (1040, 2064, 384, "normal", True, "bf16", "scales=gather"),
-                                  (208, 400, 512, "wide", True, "f32", "scales=gather,bn=192"),
-                                  (1040, 2064, 384, "bits", True, "bf16", "scales=gather,cluster=2"),
-                                  (1008, 1040, 512, "tiny", True, "f32", "scales=gather,xtile=1"),
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple"),
                                   # float32-subnormal scale products and sums: a flush-to-zero build differs
                                   (1040, 2064, 384, "tiny", True, "f32", ""),

@@ -118,8 +118,15 @@ def precompile(forms: list[WgmmaForm], runners: dict, workers: int = 16, jobs: O
         jobs = [(f, imm, False, 1) for f in forms
                 for imm in ([(1, 1), (1, -1), (-1, 1), (-1, -1)] if f.has_imm_scale else [(1, 1)])]
     todo = list({_runner_key(*j): j for j in jobs if _runner_key(*j) not in runners}.values())
+    from gpu.kernels.device_model import _device_form
+
+    def build(j):   # the runner, and the port's per-form tables (built on a form's first model call otherwise:
+        r = FormRunner(j[0], *j[1], rs=j[2], chain=j[3])      # 0.45-0.72 s, probe_slow_batches.json)
+        _device_form(j[0])
+        return r
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for j, r in zip(todo, pool.map(lambda j: FormRunner(j[0], *j[1], rs=j[2], chain=j[3]), todo)):
+        for j, r in zip(todo, pool.map(build, todo)):
             runners[_runner_key(*j)] = r
     return time.time() - t0
 

@@ -75,8 +75,7 @@ class GemmConfig:
     (persistent with promotion: "smem", the default: the launcher transposes scale_a to a k-block-major
     (K/128, M padded) array on the device and the producer bulk-copies each stage's 128 A-row scales and
     its B scale into shared memory next to the A/B slot; "global": the consumers load them from global
-    memory, one k-block ahead with one partial set); "gather": staged in shared memory as with "smem", but the
-    producer's first warp loads them from scale_a (M, K/128) and scale_b itself (no scale-layout kernel before the GEMM).  Both are bit-checked on the H200.  Unset fields are resolved in place."""
+    memory, one k-block ahead with one partial set).  Both are bit-checked on the H200.  Unset fields are resolved in place."""
 
     stages: int | None = None
     promote: bool = True
@@ -86,7 +85,7 @@ class GemmConfig:
     bn: int | None = None
     cluster: int = 1        # persistent: 2 = CTA pairs sharing the B tile by TMA multicast
     xtile: bool | None = None   # persistent + promote: pipeline k-blocks across tile boundaries
-    scales: str | None = None   # persistent + promote: "smem" / "gather" (staged by the producer) or "global"
+    scales: str | None = None   # persistent + promote: "smem" (staged by the producer) or "global"
     partials: int | None = None  # persistent + promote: 2 register sets (kb+1 runs while kb is promoted) or 1 (wait_group 0)
 
     def __post_init__(self):
@@ -111,10 +110,10 @@ class GemmConfig:
         set_("xtile", xtile)
         pp = self.promote and sched == "persistent"
         scales = (SCALES_DEFAULT if pp else "global") if self.scales is None else self.scales
-        if scales not in ("smem", "gather", "global"):
-            raise InputError(f"scales must be 'smem', 'gather' or 'global', got {scales!r}")
-        if scales in ("smem", "gather") and not pp:
-            raise InputError(f"scales={scales!r} needs promote=True and schedule='persistent'")
+        if scales not in ("smem", "global"):
+            raise InputError(f"scales must be 'smem' or 'global', got {scales!r}")
+        if scales == "smem" and not pp:
+            raise InputError("scales='smem' needs promote=True and schedule='persistent'")
         set_("scales", scales)
         if self.partials is not None and not pp:
             raise InputError("partials needs promote=True and schedule='persistent'")
@@ -146,7 +145,7 @@ class GemmConfig:
                 raise InputError("cluster=2 needs partials=2")
             set_("partials", partials)
         set_("bn", bn)
-        fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales != "global") <= SMEM_MAX]
+        fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
         stages = fits[-1] if self.stages is None else self.stages
         if not isinstance(stages, int) or stages not in fits:
             raise InputError(f"stages must be in 2..{fits[-1]} for bn={bn} out={self.out}, got {stages!r}")
@@ -159,7 +158,7 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         if self.schedule == "persistent":
-            return _src.smem_bytes(self.stages, self.bn, self.out == "bf16", self.scales != "global")
+            return _src.smem_bytes(self.stages, self.bn, self.out == "bf16", self.scales == "smem")
         return 1024 + self.stages * (SLOT_A + SLOT_B) + (OUT_TILE if self.out == "bf16" else 0) + 1024
 
     @property
@@ -167,8 +166,7 @@ class GemmConfig:
         """A short label, e.g. ``persistent-p1-bn128-s6-bf16``."""
         b = f"-{self.broken}" if self.broken else ""
         cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + ("-q1" if self.partials == 1 else "") + \
-            ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "") + \
-            ("-sw" if self.scales == "gather" else "")
+            ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "")
         return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
 
 
@@ -199,7 +197,7 @@ def kernel_source(cfg: GemmConfig) -> str:
     """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
     if cfg.schedule == "persistent":
         return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile,
-                                      cfg.scales in ("smem", "gather"), cfg.partials, cfg.scales == "gather")
+                                      cfg.scales == "smem", cfg.partials)
     return _simple_source(cfg)
 
 
@@ -537,7 +535,7 @@ def _persistent_trace(cfg: GemmConfig, KB: int, tiles: int):
     instr = cfg.instr
     slot_b = SLOT_A + bn * 128
     stage_out = S * slot_b
-    smem_sc = cfg.scales in ("smem", "gather")      # each stage's scales: written into sc_base + s * SC_BYTES before full completes
+    smem_sc = cfg.scales == "smem"      # each stage's scales: a bulk copy into sc_base + s * SC_BYTES
     sc_base = stage_out + (_src.STAGE_OUT if cfg.out == "bf16" else 0)
     sc_b = _src.SC_BYTES
     prod = "producer"

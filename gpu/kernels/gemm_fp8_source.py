@@ -50,10 +50,6 @@ from gpu.kernels.layouts import _SBASE
 
 CONSUMER_REGS = 240
 PRODUCER_REGS = 24
-# scales="gather": the producer's scale-copying warp spills at 24 and 32 registers; 128 x 40 + 256 x 232
-# = 64,512 of the 65,536
-GATHER_PRODUCER_REGS = 40
-GATHER_CONSUMER_REGS = 232
 STAGE_OUT = 2 * 64 * 128 * 2          # bf16 staging: 2 consumer warpgroups x 64 rows x 128 columns
 
 
@@ -80,9 +76,7 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define GROUP_M 8
 #define XTILE $xtile            // promote: pipeline k-blocks across tile boundaries
 #define CLUSTER $cluster          // 2: CTA pairs (tiles 2p, 2p+1 of one column block) share B by TMA multicast
-#define SCALES_SMEM $scales_smem      // promote: the producer stages each k-block's scales in shared memory
-#define SCALES_GATHER $scales_gather    // SCALES_SMEM: the producer's first warp loads them from sa (M, KB), sb (KB, NB) (no prep kernel)
-#define PRODUCER_LANES (SCALES_GATHER ? 32 : 1)
+#define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
 #define PARTIALS $partials         // promote: 2 = two partial sets (kb+1 runs while kb is promoted), 1 = one (wait_group 0)
 #define NBLK_HI $nblk_hi          // BN = 192: a tile spans two 128-column B-scale blocks
 #define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + 16 B: sb[kb, nb], sb[kb, nb + 1], 0, 0
@@ -118,11 +112,6 @@ __device__ __forceinline__ void tile_of(int tile, int num_m, int num_n, int grou
 }
 __device__ __forceinline__ float ldg_f(const float* p) {
   float v; asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p)); return v;
-}
-// 4 bytes global -> shared without waiting (LDGSTS); the issuing thread's copies are tracked by an
-// mbarrier through cp.async.mbarrier.arrive
-__device__ __forceinline__ void cp_async4(u32 dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ float lds_f(u32 a) {
   float v; asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory"); return v;
@@ -373,7 +362,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   const int t = threadIdx.x, wgi = t / 128, lt = t % 128;
   const int num_m = (M + 127) / 128, num_n = (N + BN - 1) / BN;
   const int KB = K / 128;
-#if SCALES_SMEM && !SCALES_GATHER
+#if SCALES_SMEM
   // sa is sa_t (KB, MP) k-block-major, rows >= M zero; sb is (KB, NB, 4), sb[kb, nb] at [kb, nb, 0]
   const long MP = (long)((M + 255) / 256) * 256;
   const int NBS = (N + 127) / 128;
@@ -390,8 +379,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   const int units = num_mu * num_n;
   if (t == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      // full: the TMA thread's arrive.expect_tx (+ SCALES_GATHER: the 32 lanes' cp.async arrivals)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * s), "r"(1 + 32 * SCALES_GATHER));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(bars + 8 * s));
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bars + 8 * (STAGES + s)), "r"(2 * CLUSTER));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -403,8 +391,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #endif
   if (wgi == 0) {                                     // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 $producer_regs;\n" ::: "memory");
-    if (t < PRODUCER_LANES) {                         // lane 0: barriers and TMA; SCALES_GATHER: the warp loads scales
-      const bool l0 = SCALES_GATHER ? t == 0 : true;     // (without the gathering warp only t == 0 is here)
+    if (t == 0) {
       int s = 0; u32 ph = 0;
       for (int u = unit0; u < units; u += ustep) {
         int pm, pn;
@@ -414,41 +401,23 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
           const u32 full = bars + 8 * s, sl = slots + s * SLOT_BYTES;
 #if CLUSTER == 2
           // both CTAs' consumers must have released slot s: this producer writes B into both
-          if (l0) {
           mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM && !SCALES_GATHER ? SC_BYTES : 0)) : "memory");
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM ? SC_BYTES : 0)) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
           // this CTA's half of B (BN/2 rows) into the same offset of both CTAs' slot, completing on both full[s]
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
                        :: "r"(sl + SLOT_A + rank * (BN / 2) * 128), "l"((u64)&tma_b), "r"(kb * 128), "r"(n0 + (int)rank * (BN / 2)),
                           "r"(full), "h"((unsigned short)3) : "memory");
-          }
 #else
-          if (l0) {
           mbar_wait(bars + 8 * (STAGES + s), ph ^ 1u);   // the first round passes at once
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM && !SCALES_GATHER ? SC_BYTES : 0)) : "memory");
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(SLOT_BYTES + (SCALES_SMEM ? SC_BYTES : 0)) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl), "l"((u64)&tma_a), "r"(kb * 128), "r"(m0), "r"(full) : "memory");
           asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                        :: "r"(sl + SLOT_A), "l"((u64)&tma_b), "r"(kb * 128), "r"(n0), "r"(full) : "memory");
-          }
 #endif
-#if SCALES_GATHER
-          {   // the warp waits for lane 0's empty-barrier wait, then copies (cp.async, nothing waited for) this
-              // CTA's 128 A-row scales of k-block kb (rows past M: row M - 1's, their outputs are clipped) and
-              // sb[kb, nb], sb[kb, min(nb + 1, NB - 1)] into the stage's scale area; each lane's arrive fires on
-              // full when its copies have landed (full counts 1 + 32 arrivals: .noinc)
-            __syncwarp();
-            const u32 sc = scs + s * SC_BYTES;
-            const int nbg = (N + 127) / 128, nb0 = (pn * BN) / 128;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              cp_async4(sc + 4 * (t + 32 * j), sa + (long)min(m0 + t + 32 * j, M - 1) * KB + kb);
-            if (t < 2) cp_async4(sc + 512 + 4 * t, sb + (long)kb * nbg + min(nb0 + t, nbg - 1));
-            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full) : "memory");
-          }
-#elif SCALES_SMEM
+#if SCALES_SMEM
           {   // this CTA's own scales (not multicast): 128 A-row scales of k-block kb, then sb[kb, nb]
             const u32 sc = scs + s * SC_BYTES;
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 512, [%2];\n"
@@ -463,7 +432,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 #if CLUSTER == 2
       // do not exit while the peer's consumers may still arrive on this CTA's empty barriers
       for (int i = 0; i < STAGES; ++i) {
-        if (l0) mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);
+        mbar_wait_cluster(bars + 8 * (STAGES + s), ph ^ 1u);
         if (++s == STAGES) { s = 0; ph ^= 1u; }
       }
 #endif
@@ -587,17 +556,16 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 
 
 def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False,
-                      scales_smem: bool = False, partials: int = 2, scales_gather: bool = False) -> str:
+                      scales_smem: bool = False, partials: int = 2) -> str:
     nacc = bn // 2
     instr = instr_for(bn)
     return _SBASE + _BODY.substitute(
         stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
         scales_smem=int(bool(scales_smem and promote)), partials=partials if promote else 2,
-        scales_gather=int(bool(scales_gather and scales_smem and promote)),
         nblk_hi=int(bn == 192 and promote),
         cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
-        slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=GATHER_PRODUCER_REGS if scales_gather else PRODUCER_REGS,
-        consumer_regs=GATHER_CONSUMER_REGS if scales_gather else CONSUMER_REGS,
+        slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
+        consumer_regs=CONSUMER_REGS,
         wg_d0=_wgmma("d0", nacc, instr), wg_d1=_wgmma("d1", nacc, instr) if promote and partials == 2 else "")
 
 
