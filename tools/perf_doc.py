@@ -12,6 +12,15 @@ def _load(rel: str) -> dict:
     return json.loads((ROOT / rel).read_text())
 
 
+def _kernel_row(r: dict, rerun) -> str:
+    """One row of the FP8 GEMM kernel table (fields a run recorded; '-' where it did not)."""
+    cells = [f"{r['n']}^3", r["mode"], f"`{r.get('config', 'simple')}`", f"{r['ours_tflops']:.0f}",
+             f"{r['cublas_tflops']:.0f}", f"{r['ratio']:.2f}", "-" if rerun is None else f"{rerun:.2f}",
+             f"{r['ours_kernel_only_tflops']:.0f}" if "ours_kernel_only_tflops" in r else "-",
+             f"{r['sm_clock_mhz']:.0f} MHz, {r['power_w']:.0f} W" if "sm_clock_mhz" in r else "-"]
+    return "| " + " | ".join(cells) + " |"
+
+
 def performance_page() -> str:
     g = _load("bench/results/golden_gpu/golden_gpu_8192.json")
     c = _load("bench/results/cpu_gemm/e4m3_e4m3_f32_m64n256k4096.json")
@@ -31,15 +40,23 @@ def performance_page() -> str:
                          for m, n in sorted(best, key=lambda x: (x[0] != "precise", x[1])))
     modes = sorted({m for m, _ in best}, key=lambda m: m != "precise")
     ahead = ", ".join(m for m in modes if all(r["ratio"] >= 1.0 for (mm, _), r in best.items() if mm == m)) or "neither mode"
-    kern = "\n".join(f"| {r['n']}^3 | {r['mode']} | `{r.get('config', 'simple')}` | {r['ours_tflops']:.0f} | "
-                     f"{r['cublas_tflops']:.0f} | {r['ratio']:.2f} |" for r in k)
+    kb = _load("bench/results/gemm_kernel_h200_session5/call3_gemm_kernel_b.json")     # the same configs, rerun
+    ratio_b = {(r["n"], r["config"]): r["ratio"] for r in kb}
+    kern = "\n".join(_kernel_row(r, ratio_b.get((r["n"], r["config"]))) for r in k)
+    sw = _load("bench/results/gemm_kernel_h200_session5/call3_k_sweep.json")
+    sweep_rows = "\n".join(f"| `{r['config']}` | {r['k']} | {r['tflops']:.0f} | {r['cublas_tflops']:.0f} | "
+                           f"{r['tflops'] / r['cublas_tflops']:.2f} | {r['sm_clock_mhz']:.0f} |" for r in sw if "fit" not in r)
+    fits = "; ".join(f"`{r['config']}` {r['cycles_per_128cube_kblock']:.0f} cycles per K block in the steady state "
+                     f"and {r['fixed_cycles_per_tile']:.0f} fixed per tile" for r in sw if "fit" in r)
     fz = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_session4.json")
-    pr = _load("bench/results/fuzz_gpu_h200/probe_slow_batches.json")
+    pr = _load("bench/results/fuzz_gpu_h200/probe_slow_batches_session5.json")
     probe_rows = "\n".join(
         f"| {r['instr'].split('aligned.')[1]} {'RS' if r['rs'] else 'SS'} chain {r['chain']} | {r['tiles']:,} | "
         f"{r['batches'][0]['model']:.3f} s / {r['batches'][1]['model'] * 1e3:.1f} ms | "
         f"{r['batches'][0]['compare']:.2f} s / {r['batches'][1]['compare'] * 1e3:.1f} ms | "
+        f"{r['batches'][0]['compare_differing_rows'] * 1e3:.1f} ms / {r['batches'][1]['compare_differing_rows'] * 1e3:.1f} ms | "
         f"{r['batches'][0]['hardware'] * 1e3:.1f} ms |" for r in pr)
+    mx = _load("bench/results/fuzz_gpu_h200/mixed_differing_rows_session5.json")
     fz0 = _load("bench/results/fuzz_gpu_h200/dense_rs_chains_first_port.json")
     first_rows = "\n".join(
         f"| {job} | {fz0['jobs'][job]['end_to_end_outputs_per_s'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
@@ -50,7 +67,8 @@ def performance_page() -> str:
         f"{v['stages_outputs_per_s']['model'] / 1e9:.2f} | {v['end_to_end_outputs_per_s'] / 1e9:.2f} | "
         f"{v['end_to_end_instr_outputs_per_s'] / 1e9:.2f} | {v['mismatches']} / {v['port_disagreements']} |"
         for job, v in fz["jobs"].items() if "stages_outputs_per_s" in v)
-    mixed = fz["jobs"]["wgmma (rs, chain drawn)"]
+    mixed0 = fz["jobs"]["wgmma (rs, chain drawn)"]
+    mixed = mx["jobs"]["wgmma (rs, chain drawn)"]
     chain_rows = "\n".join(
         f"| {L} | {o:,} | {io:,} | {sec:.3f} | {o / sec / 1e9:.2f} | {io / sec / 1e9:.2f} |"
         for L, (o, io, sec) in sorted(mixed["chains"].items(), key=lambda kv: int(kv[0])))
@@ -120,12 +138,31 @@ Ratios in that run: fast / int = {c['ratio_fast_to_int']:.2f}, fast / float64 BL
 
 ## The FP8 GEMM kernel vs cuBLAS (`bench/bench_gemm_kernel.py`, H200)
 
-| shape | mode | config | ours TFLOP/s | `torch._scaled_mm` TFLOP/s | ratio |
-|---|---|---|---|---|---|
+Each config timed beside `torch._scaled_mm` in alternating batches of about 40 ms (`_time_pair`: the
+H200's clock moves with its power draw, so a cuBLAS time taken once per size was not a fair baseline; cuBLAS's
+own rate moved 1190-1366 TFLOP/s between the rows of one earlier run). *Kernel alone* leaves out the small
+kernel that lays the scales out for the producer's bulk copies (`scales="smem"`); *rerun* is the ratio of the
+same configs in a second run of the same session (`call3_gemm_kernel_b.json`); the clock and power are
+nvidia-smi's right after the row's timing.
+
+| shape | mode | config | ours TFLOP/s | `torch._scaled_mm` TFLOP/s | ratio | rerun | kernel alone TFLOP/s | SM clock, power |
+|---|---|---|---|---|---|---|---|---|
 {kern}
 
-Config names and the bit check of the same run: docs/pipeline.md §8. The best config of each mode and
-size in this run: {best_txt}; at or above 1.0x at every size: {ahead}.
+Config names and the bit checks: docs/pipeline.md §8. The best config of each mode and size in this run:
+{best_txt}; at or above 1.0x at every size: {ahead}.
+
+Where precise mode loses (`bench/gemm_k_sweep.py`, M = N = 4096, the kernel alone, each K timed beside
+cuBLAS; `bench/results/gemm_kernel_h200_session5/call3_k_sweep.json`):
+
+| config | K | ours TFLOP/s | cuBLAS TFLOP/s | ratio | SM MHz |
+|---|---|---|---|---|---|
+{sweep_rows}
+
+A line fitted through time against K splits the cost into a steady state and a fixed part per tile wave
+(cycles from the clock nvidia-smi reported, an estimate): {fits}. Precise mode is ahead of cuBLAS at short K,
+where the fixed part dominates, and behind from K = 4096 on: the gap is in the K loop, not in the tile's fill,
+drain and epilogue, and the 128 x 128 tile's own fast mode runs its K block in fewer cycles than precise mode.
 
 ## The GPU fuzz engine (`bench/bench_fuzz.py --engine gpu`, {fz['device']['device']})
 
@@ -150,26 +187,25 @@ Long chains stay below 1 G *final* outputs/s: each costs L wgmmas on both sides,
 instruction output (about 18-38 G/s) is the bound, so a chain of 128 can reach at most about 0.3 G final
 outputs/s with this port.
 
-Every dense form with RS and the chain drawn per batch (1..128), {mixed['instr_outputs']:,} instruction
-outputs in all: {mixed['end_to_end_outputs_per_s'] / 1e9:.2f} G outputs/s, {mixed['mismatches']} mismatches,
-{mixed['port_disagreements']} port disagreements, compile {mixed['compile_seconds']:.1f} s apart. By chain length
-(seconds summed over the batches of that length). In this run ({fz['seconds']:g} s a campaign) the first batches of
-the jobs took {mixed['jobs_first_batch_seconds']:.2f} s and later batches {mixed['later_batches_seconds']:.2f} s, and
-two batches took
-{mixed['slowest_batches'][0]['seconds']:.2f} s and {mixed['slowest_batches'][1]['seconds']:.2f} s. Where those
-seconds went (`bench/probe_slow_batches.py` on the H200, `probe_slow_batches.json`: each stage of a job's first
-and second batch timed apart, the runner built beforehand): in cupy's own comparison
-`cp.nonzero((hw != model).any(axis=1))`, which cupy compiles with NVRTC the first time for each row length
-(the third job shares the first's dtypes and still paid it), and in the first port call of a dtype family:
+Every dense form with RS and the chain drawn per batch (1..128): {mixed['end_to_end_outputs_per_s'] / 1e9:.2f} G
+outputs/s end to end ({mixed['instr_outputs']:,} instruction outputs, {mixed['mismatches']} mismatches,
+{mixed['port_disagreements']} port disagreements; `mixed_differing_rows_session5.json`, compile
+{mixed['compile_seconds']:.1f} s apart), against {mixed0['end_to_end_outputs_per_s'] / 1e9:.2f} in the previous session.
+What the previous run spent its time on (`bench/probe_slow_batches.py` on the H200, `probe_slow_batches_session5.json`:
+each stage of a job's first and second batch timed apart, the runner built beforehand): cupy's own comparison
+`cp.nonzero((hw != model).any(axis=1))`, which cupy compiles with NVRTC the first time for each row length (the
+third job shares the first's dtypes and still paid it), and the first port call of a dtype family:
 
-| job | tiles | port: first / second batch | comparison: first / second batch | hardware, first batch |
-|---|---|---|---|---|
+| job | tiles | port: first / second batch | cupy's comparison: first / second batch | `differing_rows`: first / second batch | hardware, first batch |
+|---|---|---|---|---|---|
 {probe_rows}
 
-So the drawn mix measures one-off compilation, not the engine: a campaign that draws a new form every batch
-pays cupy's compile for each new row length until its cache is warm. `gpu.kernels.compare.differing_rows`
-(one compiled kernel for every shape) is built to replace that comparison but has not run on the H200 yet,
-so the campaigns still use cupy's:
+The campaigns now compare with `gpu.kernels.compare.differing_rows` (one compiled kernel for every shape and a
+mask for the layout family's undefined cases), and the dense campaign's precompile also builds the port's
+per-form tables. In this run the jobs' first batches took {mixed['jobs_first_batch_seconds']:.2f} s in all and later
+batches {mixed['later_batches_seconds']:.2f} s (a short campaign draws a new job almost every batch); the slowest
+batch, {mixed['slowest_batches'][0]['seconds']:.2f} s, was the first of a chain of 128 (`{mixed['slowest_batches'][0]['job'].split('aligned.')[1]}`), which
+is why chains of 128 run far below the others here. By chain length (seconds summed over the batches of that length):
 
 | chain | outputs | instruction outputs | seconds | G outputs/s | G instruction outputs/s |
 |---|---|---|---|---|---|

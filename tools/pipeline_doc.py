@@ -142,10 +142,13 @@ the cross-tile k-block pipelining, `c2` 2-CTA clusters, `q1` one partial set, `s
 memory (no `sg`: the producer stages them in shared memory, `scales="smem"`; rows recorded before that option
 existed, in `bench/results/gemm_kernel_h200_previous.json`, loaded them from global memory without the tag).
 The default configs are `persistent-p1-bn128-s5` (precise: two partial sets, scales in shared memory, `xtile`
-off) and `persistent-p0-bn256-s4` (fast). The same session's bit check (`python -m gpu.record.gemm --check-only
---configs` with the eight precise configs of `bench/h200_session.sh`, the `tiny` family included;
-`bench/results/gemm_kernel_h200_session4/check.txt`) compared 372,140,032 outputs with refmodel.gemm:
-0 mismatches.
+off) and `persistent-p0-bn256-s4` (fast). Bit checks (`python -m gpu.record.gemm --check-only --configs ...`,
+the `tiny` family included), 0 mismatches each: the eight precise configs of `bench/h200_session.sh`, 372,140,032
+outputs (`bench/results/gemm_kernel_h200_session4/check.txt`); the default, `cluster=2`, `cluster=2,xtile=1` and
+the since-removed `scales="gather"` variants, 258,615,808 and 189,207,040 outputs
+(`bench/results/gemm_kernel_h200_session5/call1_gemm_check.txt`, `call2_gemm_check.txt`). The table's run timed each
+config beside cuBLAS in alternating batches (`bench/results/gemm_kernel_h200.json`; the previous session's table,
+with the one-partial and global-scale configs, is `gemm_kernel_h200_session4.json`).
 
 **Subnormals.** cupy's `RawModule(code=...)` appends `-ftz=true` to NVRTC's options, so until this session the
 promotion compiled to `FFMA.FTZ` (ncu's SASS on the H200) and flushed a float32-subnormal `sa * sb` or sum to zero,
@@ -184,16 +187,34 @@ The SASS profile of the global-scale variant at 8192³ (`ncu_8192_bn192_xtile_st
 `…_sass_…csv.gz`) put 39 % of the stall samples on the `wait_group 0` and 18 % on an `R2UR` that moved the
 just-loaded B scale into a uniform register ahead of the block's wgmmas, stalling their issue on the load;
 the global scales of one-partial configs are now loaded one K block ahead (`persistent-p1-bn192-s4-q1-sg`: 830 → 969 TFLOP/s at 4096³,
-826 → 925 at 8192³, `ftz_build_first_run.json` against `gemm_kernel_h200.json`). Closing the rest of the
-gap to cuBLAS in precise mode (0.94x / 0.86x) needs a schedule this kernel does not have yet.
+826 → 925 at 8192³, `ftz_build_first_run.json` against `gemm_kernel_h200_session4.json`).
+
+**Where the rest of the gap is** (`bench/gemm_k_sweep.py`, docs/performance.md): timed over K at M = N = 4096, the
+default precise config is ahead of cuBLAS at K ≤ 2048 and behind from K = 4096 on, so the loss is in the steady
+K loop, not in a tile's fill, drain and epilogue; the same 128 x 128 tile without promotion keeps level with
+cuBLAS's fast kernel there. cuBLAS's own precise kernel is also a 128 x 128 tile
+(`nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA`, 2 x 1 clusters, recorded by the bench) and gives up about 4 %
+to its fast kernel at K = 16384; this kernel's promotion costs it about 11 % on the same tile. The H200 of these
+runs drew 593-687 W at 1200-1650 MHz right after the timings, so the clock, and with it every ratio, moves with
+power; the promotion's 64 FMAs per thread per K block are power too. The small kernel that lays the scales out
+for the producer's bulk copies costs 0-4 % (*kernel alone* in the table).
+
+**Scales copied by the producer instead** (`scales="gather"`, tried and removed): the producer's first warp
+copied each K block's 128 A-row scales straight from `scale_a` (M, K/128), 32 rows per instruction, so no
+layout kernel runs first. It was bit-exact and 0.57x-0.71x with blocking loads and with `cp.async` copies
+counted on the full barrier (`cp.async.mbarrier.arrive.noinc`), at both sizes
+(`bench/results/gemm_kernel_h200_session5/`): one scattered 4-byte copy per row, every K block, costs far more
+than the one 512-byte bulk copy of the transposed layout.
 
 **2-CTA clusters** (`cluster=2`, experimental): B is multicast into both CTAs of a pair, which halves the B
 traffic from L2. An earlier H200 run put it at 0.29x-0.32x precise and 0.65x-0.71x fast
-(`bench/results/gemm_kernel_h200_persistent/cluster2.txt`, bit-exact). Its SASS shows why: each consumer's
-release of a slot on the peer CTA's barrier (`mbarrier.arrive.release.cluster`) compiled to `MEMBAR.ALL.CTA` +
-`MEMBAR.ALL.GPU` before the arrive, twice per K block. The arrive now uses the default `.release.cta`
-semantics, as CUTLASS's `ClusterBarrier::arrive` does, and the GPU-scope membars are gone from its SASS.
-This version has **not run on the H200**: no speed is claimed for it, and it is in the next session's bench.
+(`bench/results/gemm_kernel_h200_persistent/cluster2.txt`, bit-exact); its SASS had `MEMBAR.ALL.CTA` +
+`MEMBAR.ALL.GPU` before each remote slot release (`mbarrier.arrive.release.cluster`), twice per K block. The
+arrive now uses the default `.release.cta` semantics, as CUTLASS's `ClusterBarrier::arrive` does, and the launcher
+sizes the grid from the driver's `cuOccupancyMaxActiveClusters` (a persistent kernel must not launch more pairs
+than fit at once). On the H200 it is now bit-exact and level with the default in fast mode, and below it in
+precise mode (the table: 0.89x against 0.93x at 4096³, 0.88x against 0.90x at 8192³, twice each in one session):
+halving B's L2 traffic does not help, so L2 is not what limits the 128 x 128 tile.
 
 """
 
