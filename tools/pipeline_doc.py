@@ -199,6 +199,10 @@ runs drew 593-687 W at 1200-1650 MHz right after the timings, so the clock, and 
 power; the promotion's 64 FMAs per thread per K block are power too. The small kernel that lays the scales out
 for the producer's bulk copies costs 0-4 % (*kernel alone* in the table).
 
+**One partial set at bn = 128** (`partials=1`, scales in shared memory, `bench/results/gemm_kernel_h200_session5/call5_*`):
+0.78x-0.81x against the default's 0.90x-0.93x in the same run, and 829 against 727 cycles per K block in the K
+sweep; the two-set default stays.
+
 **Scales copied by the producer instead** (`scales="gather"`, tried and removed): the producer's first warp
 copied each K block's 128 A-row scales straight from `scale_a` (M, K/128), 32 rows per instruction, so no
 layout kernel runs first. It was bit-exact and 0.57x-0.71x with blocking loads and with `cp.async` copies
