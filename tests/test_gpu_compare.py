@@ -1,5 +1,6 @@
 """gpu.kernels.compare.differing_rows equals cupy's (a != b).any(axis=1) on every word size and shape,
-with and without a skip mask (gpu marker); its source assembles for sm_90a (host, with nvcc)."""
+with and without a skip mask (gpu marker); numpy arrays are compared on the host; its source assembles for
+sm_90a (host, with nvcc)."""
 
 import numpy as np
 import pytest
@@ -49,3 +50,24 @@ def test_the_kernel_assembles_for_sm90a(tmp_path):
 
     r = assemble_sm90a(SOURCE, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_differing_rows_on_host_arrays():
+    """numpy in (a host runner standing in for the device): the same rows, the same refusals."""
+    from gpu.kernels.compare import differing_rows
+    from refmodel.errors import InputError
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 2 ** 16, (40, 3, 8), dtype=np.uint16)
+    b = a.copy()
+    b[[0, 7, 39], 2, 7] ^= 1
+    b[13, 0, 0] ^= 0x8000
+    skip = np.zeros(40, bool)
+    skip[7] = True
+    assert differing_rows(a, b).tolist() == [0, 7, 13, 39]
+    assert differing_rows(a, b, skip=skip).tolist() == [0, 13, 39]
+    assert differing_rows(a, a).size == 0 and differing_rows(a, b).dtype == np.int64
+    with pytest.raises(InputError, match="one shape and dtype"):
+        differing_rows(a, b.astype(np.uint32))
+    with pytest.raises(InputError, match="skip must have shape"):
+        differing_rows(a, b, skip=skip[:3])

@@ -13,6 +13,8 @@ device.
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpu.kernels.runtime import compile_module, require_device
 from refmodel.errors import InputError
 
@@ -39,14 +41,20 @@ def differing_rows(a, b, skip=None):
     """Indices (cupy int64, ascending) of the rows ``r`` where ``a[r] != b[r]`` anywhere: the leading axis
     indexes rows, the rest of each array is the row (any shape, 1, 2 or 4-byte words, same dtype and shape in
     both); ``skip`` (optional, leading-axis bool) leaves rows out.  Equal to
-    ``cp.nonzero((a != b).reshape(len(a), -1).any(axis=1) & ~skip)[0]``."""
-    cp = require_device()
+    ``cp.nonzero((a != b).reshape(len(a), -1).any(axis=1) & ~skip)[0]``.  numpy arrays (a host runner
+    standing in for the device, as the campaigns' host tests use) are compared on the host, same result."""
     if a.shape != b.shape or a.dtype != b.dtype:
         raise InputError(f"differing_rows compares arrays of one shape and dtype, got {a.shape} {a.dtype} "
                          f"and {b.shape} {b.dtype}")
     if a.ndim == 0:
         raise InputError("differing_rows needs a leading row axis, got a 0-d array")
     rows = int(a.shape[0])
+    if skip is not None and tuple(skip.shape) != (rows,):
+        raise InputError(f"skip must have shape ({rows},), got {skip.shape}")
+    if isinstance(a, np.ndarray):
+        bad = (a != b).reshape(rows, -1).any(axis=1)
+        return np.flatnonzero(bad & ~np.asarray(skip, bool) if skip is not None else bad).astype(np.int64)
+    cp = require_device()
     if rows == 0:
         return cp.zeros(0, cp.int64)
     nbytes = a.size // rows * a.itemsize
@@ -56,8 +64,6 @@ def differing_rows(a, b, skip=None):
     b = cp.ascontiguousarray(b)
     flag = cp.empty(rows, cp.uint8)
     if skip is not None:
-        if skip.shape != (rows,):
-            raise InputError(f"skip must have shape ({rows},), got {skip.shape}")
         skip = cp.ascontiguousarray(skip.astype(cp.uint8, copy=False))
     k = compile_module(SOURCE).get_function("wgref_rows_differ")
     k((rows,), (_THREADS,), (a, b, skip if skip is not None else cp.uint64(0), flag, cp.int64(nbytes // 4)))
