@@ -30,8 +30,6 @@ CONFIGS = {
     "persistent-promote-bf16-cluster2": GemmConfig(cluster=2),
     "persistent-fast-bn256-bf16-cluster2": GemmConfig(promote=False, cluster=2),
     "persistent-promote-f32-cluster2": GemmConfig(out="f32", cluster=2),
-    "persistent-promote-bf16-interleave": GemmConfig(interleave=True),
-    "persistent-promote-f32-interleave-cluster2": GemmConfig(interleave=True, cluster=2, out="f32"),
     "persistent-promote-bf16-bn192": GemmConfig(bn=192),
     "persistent-promote-bf16-bn192-gscales": GemmConfig(bn=192, scales="global"),
     "persistent-promote-f32-bn192": GemmConfig(bn=192, out="f32"),
@@ -73,9 +71,7 @@ def test_config_defaults_and_errors():
                {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
                {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
-               {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2},
-               {"interleave": True, "bn": 192}, {"interleave": True, "promote": False}, {"interleave": True, "xtile": True},
-               {"interleave": True, "partials": 1}, {"interleave": True, "schedule": "simple"}):
+               {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
@@ -83,7 +79,6 @@ def test_config_defaults_and_errors():
     assert parse_config("cluster=2,xtile=1,scales=smem").name == "persistent-p1-bn128-s5-c2-x-bf16"
     assert parse_config("").name == "persistent-p1-bn128-s5-bf16"
     assert parse_config("scales=global").name == "persistent-p1-bn128-s6-sg-bf16"
-    assert parse_config("interleave=1").name == "persistent-p1-bn128-s5-il-bf16"
     assert parse_config("scales=global,xtile=1").name == "persistent-p1-bn128-s6-x-sg-bf16"
     assert parse_config("bn=192,scales=smem").name == "persistent-p1-bn192-s4-q1-bf16"
     assert parse_config("partials=1") == GemmConfig(partials=1)
@@ -202,15 +197,10 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 384, "normal", True, "bf16", "bn=192,xtile=1,scales=global"),
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
                                   (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
-                                  # promotion FMAs between the next block's wgmmas
-                                  (1040, 2064, 384, "normal", True, "bf16", "interleave=1"),
-                                  (208, 400, 512, "bits", True, "f32", "interleave=1,cluster=2"),
-                                  (1008, 1040, 128, "wide", True, "bf16", "interleave=1"),         # one k-block
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple"),
                                   # float32-subnormal scale products and sums: a flush-to-zero build differs
                                   (1040, 2064, 384, "tiny", True, "f32", ""),
                                   (208, 400, 512, "tiny", True, "bf16", "scales=global"),
-                                  (1040, 2064, 256, "tiny", True, "f32", "interleave=1"),
                                   (1040, 2064, 256, "tiny", True, "f32", "bn=192,xtile=1,scales=global"),
                                   (256, 384, 512, "tiny", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):

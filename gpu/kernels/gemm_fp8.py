@@ -87,7 +87,6 @@ class GemmConfig:
     xtile: bool | None = None   # persistent + promote: pipeline k-blocks across tile boundaries
     scales: str | None = None   # persistent + promote: "smem" (staged by the producer) or "global"
     partials: int | None = None  # persistent + promote: 2 register sets (kb+1 runs while kb is promoted) or 1 (wait_group 0)
-    interleave: bool = False    # experimental, bn 128, 2 partial sets: kb waited for, its FMAs between kb+1's wgmmas
 
     def __post_init__(self):
         if self.out not in ("bf16", "f32"):
@@ -118,8 +117,6 @@ class GemmConfig:
         set_("scales", scales)
         if self.partials is not None and not pp:
             raise InputError("partials needs promote=True and schedule='persistent'")
-        if self.interleave and sched != "persistent":
-            raise InputError("interleave=1 needs schedule='persistent'")
         if sched == "simple":
             if self.bn not in (None, BN):
                 raise InputError(f"schedule='simple' has bn = {BN}, got {self.bn!r}")
@@ -147,8 +144,6 @@ class GemmConfig:
             if partials == 1 and self.cluster == 2:
                 raise InputError("cluster=2 needs partials=2")
             set_("partials", partials)
-        if self.interleave and not (self.promote and bn == 128 and self.partials == 2 and not xtile):
-            raise InputError("interleave=1 needs promote=True, bn=128, partials=2 and xtile=0")
         set_("bn", bn)
         fits = [n for n in range(2, 9) if _src.smem_bytes(n, bn, self.out == "bf16", scales == "smem") <= SMEM_MAX]
         stages = fits[-1] if self.stages is None else self.stages
@@ -170,7 +165,7 @@ class GemmConfig:
     def name(self) -> str:
         """A short label, e.g. ``persistent-p1-bn128-s6-bf16``."""
         b = f"-{self.broken}" if self.broken else ""
-        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + ("-q1" if self.partials == 1 else "") + ("-il" if self.interleave else "") + \
+        cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + ("-q1" if self.partials == 1 else "") + \
             ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "")
         return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
 
@@ -182,14 +177,14 @@ def parse_config(text: str) -> GemmConfig:
     for part in filter(None, (x.strip() for x in text.split(","))):
         k, eq, v = part.partition("=")
         if not eq or k not in ("stages", "promote", "out", "broken", "schedule", "bn", "cluster", "xtile", "scales",
-                               "partials", "interleave"):
+                               "partials"):
             raise InputError(f"config items are key=value with keys stages, promote, out, broken, schedule, bn, "
-                             f"cluster, xtile, scales, partials, interleave; got {part!r}")
+                             f"cluster, xtile, scales, partials; got {part!r}")
         if k in ("stages", "bn", "cluster", "partials"):
             if not v.isdigit():
                 raise InputError(f"{k} must be an integer, got {v!r}")
             kw[k] = int(v)
-        elif k in ("promote", "xtile", "interleave"):
+        elif k in ("promote", "xtile"):
             if v not in ("0", "1", "true", "false", "True", "False"):
                 raise InputError(f"{k} must be 0 or 1, got {v!r}")
             kw[k] = v in ("1", "true", "True")
@@ -202,7 +197,7 @@ def kernel_source(cfg: GemmConfig) -> str:
     """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
     if cfg.schedule == "persistent":
         return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile,
-                                      cfg.scales == "smem", cfg.partials, cfg.interleave)
+                                      cfg.scales == "smem", cfg.partials)
     return _simple_source(cfg)
 
 
@@ -510,8 +505,6 @@ def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = No
     if cfg.schedule == "persistent":
         if cfg.cluster != 1:
             raise InputError("trace() models one CTA: cluster=2 (multicast into the peer CTA) has no trace")
-        if cfg.interleave:
-            raise InputError("trace() has no model of interleave=1 (an experimental order of waits and FMAs)")
         return _persistent_trace(cfg, K // BK, tiles)
     return gemm_mainloop_trace(cfg.stages, K // BK, 0 if broken != "lax_wait" else 1, 2,
                                1 if cfg.promote else None, instr=INSTR, out_bytes=2, broken=broken)

@@ -78,7 +78,6 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define CLUSTER $cluster          // 2: CTA pairs (tiles 2p, 2p+1 of one column block) share B by TMA multicast
 #define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
 #define PARTIALS $partials         // promote: 2 = two partial sets (kb+1 runs while kb is promoted), 1 = one (wait_group 0)
-#define INTERLEAVE $interleave       // promote, 2 partial sets, bn 128: DC waited for first, its FMAs between DN's wgmmas
 #define NBLK_HI $nblk_hi          // BN = 192: a tile spans two 128-column B-scale blocks
 #define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + 16 B: sb[kb, nb], sb[kb, nb + 1], 0, 0
 
@@ -283,43 +282,6 @@ __device__ __forceinline__ float lds_f(u32 a) {
       break;                                                                                 \
     }                                                                                        \
   }
-#if INTERLEAVE
-// wait for DC (nothing of this warpgroup is then in flight; the other's wgmmas keep the tensor core busy),
-// release its slot, then issue DN's four wgmmas with a quarter of DC's promotion FMAs after each (the same
-// FMAs in the same order per element as PROMOTE_BLK); the empty asm pins each quarter before the next wgmma
-#define ISSUE_IL(D, DP, S0, S1) do {                                                          \
-    mbar_wait(bars + 8 * s, ph);                                                             \
-    const u64 da_ = DA0 + (u64)(s * (SLOT_BYTES >> 4)), db_ = DB0 + (u64)(s * (SLOT_BYTES >> 4)); \
-    REGFENCE(D)                                                                              \
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");                                \
-    _Pragma("unroll") for (int kk = 0; kk < 4; ++kk) {                                       \
-      const u64 da = da_ + 2 * kk, db = db_ + 2 * kk;                                        \
-      const int sd = kk > 0;                                                                 \
-      WGMMA_##D                                                                              \
-      _Pragma("unroll") for (int i = kk * (NACC / 4); i < (kk + 1) * (NACC / 4); ++i) {      \
-        acc[i] = __fmaf_rn(((i >> 1) & 1) ? (S1) : (S0), DP[i], acc[i]);                     \
-        asm volatile("" : "+f"(acc[i]));                                                     \
-      }                                                                                      \
-    }                                                                                        \
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");                         \
-    if (++s == STAGES) { s = 0; ph ^= 1u; }                                                  \
-  } while (0)
-#define STEP(DC, DN) \
-    if (kb + 1 < KB) {                                                                       \
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");                       \
-      REGFENCE(DC)                                                                           \
-      RELEASE();                                                                             \
-      const float s0_ = __fmul_rn(ca0, cb), s1_ = __fmul_rn(ca1, cb);                        \
-      NEXT_PRE(pa0 + kb + 1, pa1 + kb + 1, psb + (long)(kb + 1) * NB)                        \
-      ISSUE_IL(DN, DC, s0_, s1_);                                                            \
-      NEXT_POST(pa0 + kb + 1, pa1 + kb + 1, psb + (long)(kb + 1) * NB)                       \
-      ca0 = na0; ca1 = na1; cb = nb; ++kb;                                                   \
-    } else {                                                                                 \
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");                       \
-      PROMOTE_BLK(DC);                                                                       \
-      break;                                                                                 \
-    }
-#else
 #define STEP(DC, DN) \
     if (kb + 1 < KB) {                                                                       \
       NEXT_PRE(pa0 + kb + 1, pa1 + kb + 1, psb + (long)(kb + 1) * NB)                        \
@@ -333,7 +295,6 @@ __device__ __forceinline__ float lds_f(u32 a) {
       PROMOTE_BLK(DC);                                                                       \
       break;                                                                                 \
     }
-#endif
 #endif
 
 // per consumer warpgroup c: its 64 x BN block of the tile at (m0, n0) from the f32 values `acc`
@@ -595,13 +556,13 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 
 
 def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False,
-                      scales_smem: bool = False, partials: int = 2, interleave: bool = False) -> str:
+                      scales_smem: bool = False, partials: int = 2) -> str:
     nacc = bn // 2
     instr = instr_for(bn)
     return _SBASE + _BODY.substitute(
         stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
         scales_smem=int(bool(scales_smem and promote)), partials=partials if promote else 2,
-        nblk_hi=int(bn == 192 and promote), interleave=int(bool(interleave)),
+        nblk_hi=int(bn == 192 and promote),
         cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
         slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
         consumer_regs=CONSUMER_REGS,
