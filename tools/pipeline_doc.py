@@ -203,6 +203,12 @@ for the producer's bulk copies costs 0-4 % (*kernel alone* in the table).
 0.78x-0.81x against the default's 0.90x-0.93x in the same run, and 829 against 727 cycles per K block in the K
 sweep; the two-set default stays.
 
+**Promotion FMAs spread between the next block's wgmmas** (`interleave=1`, tried and removed): each K block
+waited for with `wait_group 0`, its slot released, and its 64 FMAs issued a quarter after each of the next
+block's four wgmmas, so they do not come in one burst. Bit-exact on the H200 and slower: 0.88x-0.89x against
+the default's 0.92x-0.93x at 4096³, and 0.87x against 0.89x-0.90x at 8192³, in the same run
+(`bench/results/gemm_kernel_h200_session5/call6_*`).
+
 **Scales copied by the producer instead** (`scales="gather"`, tried and removed): the producer's first warp
 copied each K block's 128 A-row scales straight from `scale_a` (M, K/128), 32 rows per instruction, so no
 layout kernel runs first. It was bit-exact and 0.57x-0.71x with blocking loads and with `cp.async` copies
