@@ -24,6 +24,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def _batch(h, reps: int) -> float:
+    """Seconds per call of ``h`` over ``reps`` back-to-back calls between two CUDA events."""
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        h()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / 1e3 / reps
+
+
 def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
     """Median seconds per call of ``f`` and of ``g``, timed in alternating batches (f g, g f, f g, ...):
     clocks and power on the H200 drift over seconds, so a batch of one next to a batch of the other is
@@ -36,24 +49,11 @@ def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
         g()
     torch.cuda.synchronize()
     if reps <= 0:       # auto: batches of about 40 ms (0.1-ms calls in batches of 20 timed mostly clock ramps)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(5):
-            f()
-        e.record()
-        e.synchronize()
-        reps = max(10, int(0.04 / max(s.elapsed_time(e) / 5e3, 1e-6)))
+        reps = max(10, int(0.04 / max(_batch(f, 5), 1e-9)))
     ts = {0: [], 1: []}
     for i in range(trials):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
-            h = (f, g)[j]
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(reps):
-                h()
-            e.record()
-            e.synchronize()
-            ts[j].append(s.elapsed_time(e) / 1e3 / reps)
+            ts[j].append(_batch((f, g)[j], reps))
     return float(np.median(ts[0])), float(np.median(ts[1]))
 
 

@@ -84,7 +84,9 @@ def test_config_defaults_and_errors():
     assert parse_config("partials=1") == GemmConfig(partials=1)
     with pytest.raises(InputError):
         trace(GemmConfig(cluster=2))
-    for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x", "partials=x"):
+    assert parse_config("ffma_yield=9").name == "persistent-p1-bn128-s5-y9-bf16" and GemmConfig().ffma_yield == 0
+    for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x", "partials=x", "ffma_yield=17", "ffma_yield=-1",
+                "promote=0,ffma_yield=9"):
         with pytest.raises(InputError):
             parse_config(bad)
 
@@ -198,10 +200,16 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
                                   (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple"),
+                                  # the FFMA-yield rewrite of the cubin (gpu.kernels.sass): scheduling bits only
+                                  (1040, 2064, 384, "normal", True, "bf16", "ffma_yield=9"),
+                                  (1040, 2064, 256, "bits", True, "f32", "ffma_yield=16"),
+                                  (1040, 2064, 384, "wide", True, "bf16", "partials=1,ffma_yield=16"),
+                                  (1040, 2064, 256, "wide", True, "f32", "bn=192,ffma_yield=9"),
                                   # float32-subnormal scale products and sums: a flush-to-zero build differs
                                   (1040, 2064, 384, "tiny", True, "f32", ""),
                                   (208, 400, 512, "tiny", True, "bf16", "scales=global"),
                                   (1040, 2064, 256, "tiny", True, "f32", "bn=192,xtile=1,scales=global"),
+                                  (1040, 2064, 384, "tiny", True, "f32", "ffma_yield=16"),
                                   (256, 384, 512, "tiny", True, "bf16", "schedule=simple")], ids=str)
 def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp

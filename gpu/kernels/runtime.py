@@ -196,20 +196,26 @@ def nvrtc_cubin(code: str, options: tuple[str, ...] = NVRTC_OPTIONS) -> bytes:
         nvrtc.destroyProgram(prog)
 
 
-def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS):
+def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS, ffma_yield: int = 0):
     """Compile ``PRELUDE + src`` for sm_90a with exactly ``options``; cached in memory and on disk
-    (:func:`cache_dir`).  Returns a ``cupy.RawModule`` (``get_function``, ``get_global``)."""
+    (:func:`cache_dir`).  ``ffma_yield`` > 0 applies :func:`gpu.kernels.sass.ffma_yield` to the cubin
+    (scheduling bits only).  Returns a ``cupy.RawModule`` (``get_function``, ``get_global``)."""
     import os
     import threading
 
     cp = require_device()
     code = PRELUDE + src
-    key = hashlib.sha256((code + repr(options) + _nvrtc_version()).encode()).hexdigest()
+    tag = f"|ffma_yield={ffma_yield}" if ffma_yield else ""
+    key = hashlib.sha256((code + repr(options) + _nvrtc_version() + tag).encode()).hexdigest()
     if key not in _MODULES:
         d = cache_dir()
         path = d / f"{key}.cubin"
         if not path.exists():
             cubin = nvrtc_cubin(code, options)
+            if ffma_yield:
+                from gpu.kernels.sass import ffma_yield as _rewrite
+
+                cubin, _ = _rewrite(cubin, ffma_yield)
             d.mkdir(parents=True, exist_ok=True)
             tmp = d / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"   # one per process and thread
             tmp.write_bytes(cubin)
