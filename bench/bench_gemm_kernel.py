@@ -9,6 +9,10 @@ Each ``--configs`` item is a ``gpu.kernels.gemm_fp8.parse_config`` string (``key
 use_fast_accum=True.  Default: the default precise and fast configs.  Both sides are timed the same way:
 ``reps`` back-to-back launches between two CUDA events, the median over ``--trials`` such batches, the two
 sides' batches alternating (so each config's row has its own cuBLAS time, measured beside it).
+Precise rows also time a second baseline beside ours (``--no-blockwise`` skips it): ``torch._scaled_mm`` with
+the recipe the precise kernel computes, 1x128 scales of A and 128x128 scales of B (cuBLASLt's blockwise
+modes), with the same scale values as ours, while the first baseline is per-tensor scaling with
+use_fast_accum=False (cuBLAS then adds partial sums without a per-block multiply).
 ``--json F`` writes a list of rows (n, mode, config, cublas_tflops, ours_tflops, ratio, and the device,
 driver, CUDA, cupy and torch versions).  ``--check`` also reports each config's largest |ours - cuBLAS| / max|cuBLAS| (a sanity check only; the
 bit-exact check is ``python -m gpu.record.gemm --check-only``).
@@ -84,6 +88,33 @@ def _kernel_names(f) -> list:
         return [f"unknown ({type(e).__name__})"]
 
 
+def _blockwise_cublas(A, B, sa, sb):
+    """``torch._scaled_mm`` with the recipe our precise kernel computes: 1x128 scales of A (M, K/128)
+    and 128x128 scales of B (K/128, N/128) (cuBLASLt's VEC128 / BLK128x128 modes, CUDA >= 12.9), in
+    the strides torch asks for (outer-dim-major).  Returns ``(f, api)``, or ``(None, why)`` when this
+    torch or cuBLAS refuses the recipe."""
+    import torch
+
+    scale_a = torch.as_tensor(sa, device="cuda").t().contiguous().t()          # (M, KB), stride (1, M)
+    scale_b = torch.as_tensor(sb, device="cuda").t().contiguous().t()          # (KB, NB), stride (1, KB)
+    tries = [("torch._scaled_mm", lambda: torch._scaled_mm(A, B.t(), scale_a, scale_b, out_dtype=torch.bfloat16))]
+    F = getattr(torch.nn.functional, "scaled_mm", None)
+    ST = getattr(getattr(torch.nn.functional, "ScalingType", None), "BlockWise1x128", None)
+    if F is not None and ST is not None:
+        S = torch.nn.functional.ScalingType
+        tries.append(("torch.nn.functional.scaled_mm", lambda: F(A, B.t(), scale_a, S.BlockWise1x128, scale_b,
+                                                                  S.BlockWise128x128, output_dtype=torch.bfloat16)))
+    why = []
+    for api, f in tries:
+        try:
+            f()
+            torch.cuda.synchronize()
+            return f, api
+        except Exception as e:
+            why.append(f"{api}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    return None, "; ".join(why)
+
+
 def main(argv=None) -> int:
     import cupy as cp
     import torch
@@ -97,6 +128,8 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--configs", nargs="*", default=["", "promote=0"])
     p.add_argument("--check", action="store_true")
+    p.add_argument("--no-blockwise", dest="blockwise", action="store_false",
+                   help="precise rows: skip the blockwise-scaled cuBLAS baseline (the same recipe as ours)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     cfgs = [parse_config(c) for c in a.configs]
@@ -110,8 +143,15 @@ def main(argv=None) -> int:
         Ac = cp.asarray(A.view(torch.uint8))
         Bc = cp.asarray(B.view(torch.uint8))
         KB = n // 128
-        sa = cp.ones((n, KB), cp.float32)
-        sb = cp.ones((KB, -(-n // 128)), cp.float32)
+        # scales in [0.5, 2): the same arithmetic as ones (the timing does not depend on them), and the
+        # blockwise cuBLAS baseline gets the same ones, so --check compares the same computation
+        rs = cp.random.RandomState(n)
+        sa = (0.5 + 1.5 * rs.random_sample((n, KB))).astype(cp.float32)
+        sb = (0.5 + 1.5 * rs.random_sample((KB, -(-n // 128)))).astype(cp.float32)
+        block = _blockwise_cublas(A, B, sa, sb) if any(c.promote for c in cfgs) and a.blockwise else (None, "not asked")
+        if block[0] is not None:
+            block = (block[0], block[1], block[0]() if a.check else None, _kernel_names(block[0]))
+        print(f"{n}^3 blockwise cuBLAS baseline: {block[1]}", flush=True)
         cublas = {}
         for fast in sorted({not c.promote for c in cfgs}):
             def f(A=A, B=B, one=one, fast=fast):
@@ -127,6 +167,12 @@ def main(argv=None) -> int:
             r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
                  "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
                  "grid": list(getattr(launch, "grid", ())), **state}
+            if not fast and block[0] is not None:       # the same recipe in cuBLAS (1x128 / 128x128 scales)
+                tb, tq = _time_pair(block[0], launch, a.reps, a.trials)
+                r.update(cublas_blockwise_tflops=flops / tb / 1e12, ours_tflops_beside_blockwise=flops / tq / 1e12,
+                         ratio_blockwise=tb / tq, cublas_blockwise_api=block[1], cublas_blockwise_kernels=block[3])
+            elif not fast:
+                r["cublas_blockwise_api"] = block[1]
             if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
                 tc, tk = _time_pair(f_cublas, launch.kernel_only, a.reps, a.trials)
                 r["ours_kernel_only_tflops"], r["cublas_tflops_beside_kernel_only"] = flops / tk / 1e12, flops / tc / 1e12
@@ -134,11 +180,17 @@ def main(argv=None) -> int:
                 launch()
                 cp.cuda.runtime.deviceSynchronize()
                 ours = torch.as_tensor(D.view(cp.int16), device="cuda").view(torch.bfloat16).float()
-                r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
+                if fast or block[0] is None:
+                    r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
+                else:       # (the per-tensor baseline ran with scales 1: compare with the blockwise one)
+                    bref = block[2].float()
+                    r["max_rel_diff_vs_cublas"] = float((ours - bref).abs().max() / bref.abs().max())
             rows.append(r)
             extra = f"   rel diff {r['max_rel_diff_vs_cublas']:.2e}" if a.check else ""
             if state:
                 extra += f"   [{state['sm_clock_mhz']:.0f} MHz {state['power_w']:.0f} W]"
+            if "ratio_blockwise" in r:
+                extra += f"   blockwise cuBLAS {r['cublas_blockwise_tflops']:.1f}, ratio {r['ratio_blockwise']:.3f}"
             if "ours_kernel_only_tflops" in r:
                 extra += f"   (kernel alone {r['ours_kernel_only_tflops']:.1f})"
             print(f"{n}^3 {r['mode']:<8} {cfg.name:<28} cuBLAS {r['cublas_tflops']:7.1f} TFLOP/s   ours "
