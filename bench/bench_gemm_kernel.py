@@ -9,10 +9,12 @@ Each ``--configs`` item is a ``gpu.kernels.gemm_fp8.parse_config`` string (``key
 use_fast_accum=True.  Default: the default precise and fast configs.  Both sides are timed the same way:
 ``reps`` back-to-back launches between two CUDA events, the median over ``--trials`` such batches, the two
 sides' batches alternating (so each config's row has its own cuBLAS time, measured beside it).
-Precise rows also time a second baseline beside ours (``--no-blockwise`` skips it): ``torch._scaled_mm`` with
-the recipe the precise kernel computes, 1x128 scales of A and 128x128 scales of B (cuBLASLt's blockwise
-modes), with the same scale values as ours, while the first baseline is per-tensor scaling with
-use_fast_accum=False (cuBLAS then adds partial sums without a per-block multiply).
+Precise rows time our kernel beside two baselines.  (1) per-tensor scales (0.3 and 0.7) with
+use_fast_accum=False: cuBLAS adds each K block's partial and scales once in the epilogue, which is
+the recipe of ``scales=tensor`` configs (those give it the same two scales, and --check then expects 0
+difference).  (2) Blockwise scales (skipped by ``--no-blockwise`` and for ``scales=tensor``):
+``torch._scaled_mm`` with 1x128 scales of A and 128x128 scales of B (cuBLASLt's blockwise modes) and the
+same scale values as ours, the recipe of the other precise configs.
 ``--json F`` writes a list of rows (n, mode, config, cublas_tflops, ours_tflops, ratio, and the device,
 driver, CUDA, cupy and torch versions).  ``--check`` also reports each config's largest |ours - cuBLAS| / max|cuBLAS| (a sanity check only; the
 bit-exact check is ``python -m gpu.record.gemm --check-only``).
@@ -140,6 +142,9 @@ def main(argv=None) -> int:
         A = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
         B = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)       # (N, K)
         one = torch.ones((), device="cuda")
+        # per-tensor scales of the precise baseline (and of scales=tensor configs): not powers of two, so
+        # --check tells a scale applied in the epilogue from one applied at each promotion
+        tsa, tsb = torch.tensor(0.3, device="cuda"), torch.tensor(0.7, device="cuda")
         Ac = cp.asarray(A.view(torch.uint8))
         Bc = cp.asarray(B.view(torch.uint8))
         KB = n // 128
@@ -154,24 +159,27 @@ def main(argv=None) -> int:
         print(f"{n}^3 blockwise cuBLAS baseline: {block[1]}", flush=True)
         cublas = {}
         for fast in sorted({not c.promote for c in cfgs}):
-            def f(A=A, B=B, one=one, fast=fast):
-                return torch._scaled_mm(A, B.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+            def f(A=A, B=B, fast=fast, s1=one if fast else tsa, s2=one if fast else tsb):
+                return torch._scaled_mm(A, B.t(), s1, s2, out_dtype=torch.bfloat16, use_fast_accum=fast)
             cublas[fast] = (f, f() if a.check else None, _kernel_names(f))
         flops = 2.0 * n ** 3
         for cfg in cfgs:
             fast = not cfg.promote
             f_cublas, ref, kern = cublas[fast]
-            launch, D = launcher(Ac, Bc, None if fast else sa, None if fast else sb, cfg=cfg)
+            tensor = cfg.scales == "tensor"
+            csa, csb = (cp.asarray(tsa), cp.asarray(tsb)) if tensor else (sa, sb)
+            launch, D = launcher(Ac, Bc, None if fast else csa, None if fast else csb, cfg=cfg)
             t_cublas, t_ours = _time_pair(f_cublas, launch, a.reps, a.trials)
             state = _gpu_state()
-            r = {"n": n, "mode": "fast" if fast else "precise", "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
+            r = {"n": n, "mode": "fast" if fast else "precise", "recipe": "none" if fast else ("tensor" if tensor else "blockwise"),
+                 "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
                  "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
                  "grid": list(getattr(launch, "grid", ())), **state}
-            if not fast and block[0] is not None:       # the same recipe in cuBLAS (1x128 / 128x128 scales)
+            if not fast and not tensor and block[0] is not None:   # the same recipe in cuBLAS (1x128 / 128x128 scales)
                 tb, tq = _time_pair(block[0], launch, a.reps, a.trials)
                 r.update(cublas_blockwise_tflops=flops / tb / 1e12, ours_tflops_beside_blockwise=flops / tq / 1e12,
                          ratio_blockwise=tb / tq, cublas_blockwise_api=block[1], cublas_blockwise_kernels=block[3])
-            elif not fast:
+            elif not fast and not tensor:
                 r["cublas_blockwise_api"] = block[1]
             if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
                 tc, tk = _time_pair(f_cublas, launch.kernel_only, a.reps, a.trials)
@@ -180,9 +188,9 @@ def main(argv=None) -> int:
                 launch()
                 cp.cuda.runtime.deviceSynchronize()
                 ours = torch.as_tensor(D.view(cp.int16), device="cuda").view(torch.bfloat16).float()
-                if fast or block[0] is None:
+                if fast or tensor or block[0] is None:
                     r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
-                else:       # (the per-tensor baseline ran with scales 1: compare with the blockwise one)
+                else:       # (blockwise scales: compare with the blockwise baseline)
                     bref = block[2].float()
                     r["max_rel_diff_vs_cublas"] = float((ours - bref).abs().max() / bref.abs().max())
             rows.append(r)

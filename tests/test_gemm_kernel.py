@@ -39,6 +39,13 @@ CONFIGS = {
     "persistent-promote-bf16-bn192-xtile": GemmConfig(bn=192, xtile=True),
     "persistent-promote-bf16-bn192-xtile-gscales": GemmConfig(bn=192, xtile=True, scales="global"),
     "persistent-promote-f32-bn192-xtile-gscales": GemmConfig(bn=192, xtile=True, out="f32", scales="global"),
+    "persistent-tensor-bf16": GemmConfig(scales="tensor"),
+    "persistent-tensor-f32": GemmConfig(scales="tensor", out="f32"),
+    "persistent-tensor-bf16-xtile": GemmConfig(scales="tensor", xtile=True),
+    "persistent-tensor-bf16-1partial": GemmConfig(scales="tensor", partials=1),
+    "persistent-tensor-bf16-bn192": GemmConfig(scales="tensor", bn=192),
+    "persistent-tensor-bf16-cluster2": GemmConfig(scales="tensor", cluster=2),
+    "persistent-promote-bf16-yield9": GemmConfig(ffma_yield=9),
     "simple-promote-bf16": GemmConfig(schedule="simple"),
     "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
     "simple-promote-f32-3stages": GemmConfig(schedule="simple", out="f32", stages=3),
@@ -71,7 +78,8 @@ def test_config_defaults_and_errors():
                {"xtile": True, "schedule": "simple"}, {"scales": "smem", "promote": False},
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
                {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
-               {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2}):
+               {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2},
+               {"scales": "tensor", "promote": False}, {"scales": "tensor", "schedule": "simple"}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
@@ -85,6 +93,8 @@ def test_config_defaults_and_errors():
     with pytest.raises(InputError):
         trace(GemmConfig(cluster=2))
     assert parse_config("ffma_yield=9").name == "persistent-p1-bn128-s5-y9-bf16" and GemmConfig().ffma_yield == 0
+    # per-tensor scales: no scale area in shared memory (6 ring slots), no scale-layout kernel
+    assert parse_config("scales=tensor").name == "persistent-p1-bn128-s6-st-bf16" and GemmConfig(scales="tensor").stages == 6
     for bad in ("bn", "bn=x", "colour=red", "promote=2", "scales=x", "partials=x", "ffma_yield=17", "ffma_yield=-1",
                 "promote=0,ffma_yield=9"):
         with pytest.raises(InputError):
@@ -142,7 +152,7 @@ def test_wide_instruction_has_the_same_numerics():
     """bn=256 uses m64n256k32: refmodel.gemm computes each column as with m64n128k32, so reference() holds."""
     import ml_dtypes
 
-    from gpu.record.gemm import inputs
+    from gpu.record.gemm import inputs, scales_for
     from refmodel.dtypes import bits_of
     from refmodel.numerics.gemm import gemm
 
@@ -200,6 +210,14 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 256, "wide", True, "f32", "bn=192,xtile=1,scales=smem"),
                                   (1008, 1040, 128, "bits", True, "bf16", "bn=192,xtile=1,scales=smem"),   # one k-block
                                   (256, 384, 512, "normal", True, "bf16", "schedule=simple"),
+                                  # per-tensor scales (torch._scaled_mm's precise recipe), every path
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=tensor"),
+                                  (1040, 2064, 256, "bits", True, "f32", "scales=tensor"),
+                                  (208, 400, 512, "wide", True, "bf16", "scales=tensor,xtile=1"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=tensor,partials=1"),
+                                  (1040, 2064, 384, "wide", True, "f32", "scales=tensor,bn=192"),
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=tensor,cluster=2"),
+                                  (1040, 2064, 384, "tiny", True, "f32", "scales=tensor"),
                                   # the FFMA-yield rewrite of the cubin (gpu.kernels.sass): scheduling bits only
                                   (1040, 2064, 384, "normal", True, "bf16", "ffma_yield=9"),
                                   (1040, 2064, 256, "bits", True, "f32", "ffma_yield=16"),
@@ -215,12 +233,13 @@ def test_kernel_equals_refmodel_gemm(case):
     import cupy as cp
 
     from gpu.kernels.gemm_fp8 import gemm_fp8, reference
-    from gpu.record.gemm import inputs
+    from gpu.record.gemm import inputs, scales_for
     from refmodel.dtypes import bits_of
 
     M, N, K, fam, promote, out, extra = case
     cfg = parse_config(",".join(x for x in (extra, f"promote={int(promote)}", f"out={out}") if x))
     a, b, sa, sb = inputs(M, N, K, fam, 99)
+    sa, sb = scales_for(cfg, sa, sb)
     d, _ = gemm_fp8(a, b, sa if promote else None, sb if promote else None, cfg=cfg)
     ref = bits_of(reference(a, b, sa if promote else None, sb if promote else None, cfg=cfg))
     hw = cp.asnumpy(d).view(ref.dtype)
@@ -234,3 +253,32 @@ def test_scale_prep_kernel_assembles(tmp_path):
 
     r = assemble_sm90a(_PREP_SRC, tmp_path)
     assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fam", ["normal", "wide"])
+def test_tensor_recipe_equals_torch_scaled_mm(fam):
+    """scales="tensor" against the library itself: torch._scaled_mm (cuBLASLt, use_fast_accum=False) with
+    the same two per-tensor scales gives the same bf16 bits (docs/torch-scaled-mm.md: the recipe)."""
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    from gpu.kernels.gemm_fp8 import gemm_fp8
+    from gpu.record.gemm import inputs
+
+    M, N, K = 2048, 2048, 1024
+    a, b, _, _ = inputs(M, N, K, fam, 7)
+    sa, sb = np.float32(0.3), np.float32(0.7)
+    d, _ = gemm_fp8(a, b, sa, sb, cfg=parse_config("scales=tensor"))
+    ta = torch.as_tensor(a, device="cuda").view(torch.float8_e4m3fn)
+    tb = torch.as_tensor(b, device="cuda").view(torch.float8_e4m3fn)
+    one = lambda v: torch.tensor(float(v), device="cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        ref = torch._scaled_mm(ta, tb.t(), one(sa), one(sb), out_dtype=torch.bfloat16, use_fast_accum=False)
+        torch.cuda.synchronize()
+    names = " ".join(e.key for e in prof.key_averages())
+    if "splitK" in names:
+        pytest.skip(f"cuBLASLt chose a split-K kernel here ({names[:120]}): another reduction order")
+    hw = cp.asnumpy(d)
+    lib = ref.view(torch.int16).cpu().numpy().view(np.uint16)
+    assert np.array_equal(hw, lib), f"{int(np.count_nonzero(hw != lib))} of {hw.size} outputs differ from torch._scaled_mm"

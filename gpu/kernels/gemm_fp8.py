@@ -75,7 +75,9 @@ class GemmConfig:
     (persistent with promotion: "smem", the default: the launcher transposes scale_a to a k-block-major
     (K/128, M padded) array on the device and the producer bulk-copies each stage's 128 A-row scales and
     its B scale into shared memory next to the A/B slot; "global": the consumers load them from global
-    memory, one k-block ahead with one partial set).  Both are bit-checked on the H200.  Unset fields are resolved in place."""
+    memory, one k-block ahead with one partial set; "tensor": per-tensor scales, torch._scaled_mm's own
+    recipe with use_fast_accum=False, ``acc += partial`` per K block and ``D = RN(RN(sa * sb) * acc)``,
+    scale_a and scale_b one float each).  All are bit-checked on the H200.  Unset fields are resolved in place."""
 
     stages: int | None = None
     promote: bool = True
@@ -116,10 +118,10 @@ class GemmConfig:
         set_("xtile", xtile)
         pp = self.promote and sched == "persistent"
         scales = (SCALES_DEFAULT if pp else "global") if self.scales is None else self.scales
-        if scales not in ("smem", "global"):
-            raise InputError(f"scales must be 'smem' or 'global', got {scales!r}")
-        if scales == "smem" and not pp:
-            raise InputError("scales='smem' needs promote=True and schedule='persistent'")
+        if scales not in ("smem", "global", "tensor"):
+            raise InputError(f"scales must be 'smem', 'global' or 'tensor', got {scales!r}")
+        if scales in ("smem", "tensor") and not pp:
+            raise InputError(f"scales={scales!r} needs promote=True and schedule='persistent'")
         set_("scales", scales)
         if self.partials is not None and not pp:
             raise InputError("partials needs promote=True and schedule='persistent'")
@@ -173,6 +175,7 @@ class GemmConfig:
         b = f"-{self.broken}" if self.broken else ""
         cl = ("-c2" if self.cluster == 2 else "") + ("-x" if self.xtile else "") + ("-q1" if self.partials == 1 else "") + \
             ("-sg" if self.promote and self.schedule == "persistent" and self.scales == "global" else "") + \
+            ("-st" if self.scales == "tensor" else "") + \
             (f"-y{self.ffma_yield}" if self.ffma_yield else "")
         return f"{self.schedule}-p{int(self.promote)}-bn{self.bn}-s{self.stages}{cl}-{self.out}{b}"
 
@@ -205,7 +208,7 @@ def kernel_source(cfg: GemmConfig) -> str:
     """CUDA source (without runtime.PRELUDE) of the kernel ``gemm_fp8`` for ``cfg``."""
     if cfg.schedule == "persistent":
         return _src.persistent_source(cfg.stages, cfg.bn, cfg.promote, cfg.out == "bf16", cfg.cluster, cfg.xtile,
-                                      cfg.scales == "smem", cfg.partials)
+                                      cfg.scales == "smem", cfg.partials, cfg.scales == "tensor")
     return _simple_source(cfg)
 
 
@@ -402,10 +405,17 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
         raise InputError("M and N must be positive multiples of 16 (TMA row strides are 16-byte aligned for the bf16 output)")
     A, B = cp.ascontiguousarray(A), cp.ascontiguousarray(B)
     KB, NB = K // BK, -(-N // BN)
-    sa = cp.ascontiguousarray(cp.asarray(np.ones((M, KB), np.float32) if scale_a is None else scale_a, dtype=cp.float32))
-    sb = cp.ascontiguousarray(cp.asarray(np.ones((KB, NB), np.float32) if scale_b is None else scale_b, dtype=cp.float32))
-    if sa.shape != (M, KB) or sb.shape != (KB, NB):
-        raise InputError(f"scale_a must be (M, K/128) = {(M, KB)} and scale_b (K/128, ceil(N/128)) = {(KB, NB)}")
+    one = np.ones((), np.float32)
+    if cfg.scales == "tensor":      # one float each, read by the kernel on the device (no host sync)
+        sa = cp.asarray(one if scale_a is None else scale_a, dtype=cp.float32).reshape(-1)
+        sb = cp.asarray(one if scale_b is None else scale_b, dtype=cp.float32).reshape(-1)
+        if sa.size != 1 or sb.size != 1:
+            raise InputError(f"scales='tensor' takes one scale_a and one scale_b value, got {sa.size} and {sb.size}")
+    else:
+        sa = cp.ascontiguousarray(cp.asarray(np.ones((M, KB), np.float32) if scale_a is None else scale_a, dtype=cp.float32))
+        sb = cp.ascontiguousarray(cp.asarray(np.ones((KB, NB), np.float32) if scale_b is None else scale_b, dtype=cp.float32))
+        if sa.shape != (M, KB) or sb.shape != (KB, NB):
+            raise InputError(f"scale_a must be (M, K/128) = {(M, KB)} and scale_b (K/128, ceil(N/128)) = {(KB, NB)}")
     if cfg.out == "bf16":
         D = cp.zeros((M, N), dtype=cp.uint16)
     else:
@@ -465,7 +475,8 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
 def gemm_fp8(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfig(), timing: int = 0):
     """D (M, N) of the kernel on the GPU.  ``a`` (M, K) and ``b_nk`` (N, K) e4m3 codes (uint8 or
     ml_dtypes arrays, numpy or cupy); scales f32 (M, K/128) and (K/128, ceil(N/128)) when
-    ``cfg.promote``.  Returns (D on the device as a cupy array, seconds per run if ``timing``)."""
+    ``cfg.promote`` (one float each with ``cfg.scales == "tensor"``).  Returns (D on the device as a
+    cupy array, seconds per run if ``timing``)."""
     cp = require_device()
     launch, D = launcher(a, b_nk, scale_a, scale_b, cfg=cfg)
     launch()
@@ -488,7 +499,8 @@ def reference(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConf
     treats an m64n256 instruction as m64n128 repeated; padding columns are independent)."""
     from refmodel.verify.replay_gemm import kernel_reference
 
-    return kernel_reference(a, b_nk, scale_a, scale_b, promote=cfg.promote, out=cfg.out)
+    return kernel_reference(a, b_nk, scale_a, scale_b, promote=cfg.promote, out=cfg.out,
+                            tensor_scales=cfg.scales == "tensor")
 
 
 def trace(cfg: GemmConfig = GemmConfig(), K: int = 1024, broken: str | None = None, tiles: int = 2):

@@ -27,6 +27,9 @@
   producer's 16-byte scale copy carries sb[kb, nb] and sb[kb, nb + 1], the global path loads both).  With
   ``xtile`` the next tile's block 0 is issued before the previous tile's epilogue, inside the tile loop so
   that no wgmma is in flight across its back edge (ptxas would otherwise inject a wait);
+* promote with per-tensor scales (``scales_tensor``): torch._scaled_mm's recipe with use_fast_accum=False
+  (docs/torch-scaled-mm.md): each K block's partial is added, ``acc += partial_kb``, and the epilogue
+  computes ``RN(RN(sa * sb) * acc)``; no scale loads in the K loop, no scale area in shared memory;
 * no promote: one accumulator chain over all of K, ``wait_group 1`` after each K block's commit
   releases the previous block's slot (the tensor core never drains inside a tile);
 * epilogue per consumer warpgroup, independently: bf16 ``cvt.rn.bf16x2.f32`` + ``stmatrix.x4``, 64
@@ -79,6 +82,7 @@ struct __align__(64) TmapT { u64 v[16]; };
 #define SCALES_SMEM $scales_smem      // promote: the producer bulk-copies each stage's scales into shared memory
 #define PARTIALS $partials         // promote: 2 = two partial sets (kb+1 runs while kb is promoted), 1 = one (wait_group 0)
 #define NBLK_HI $nblk_hi          // BN = 192: a tile spans two 128-column B-scale blocks
+#define SCALES_TENSOR $scales_tensor    // promote: per-tensor scales (acc += partial; D = RN(RN(sa * sb) * acc) in the epilogue)
 #define SC_BYTES 528              // per stage: 128 A-row scales (sa_t[kb, m0:m0+128]) + 16 B: sb[kb, nb], sb[kb, nb + 1], 0, 0
 
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 phase) {
@@ -146,7 +150,14 @@ __device__ __forceinline__ float lds_f(u32 a) {
 
 #if PROMOTE
 // promote the partial DC of the current k-block: acc = fma(RN(sa * sb), DC, acc); DC is retired already
-#if NBLK_HI
+#if SCALES_TENSOR
+// per-tensor scales (torch._scaled_mm's recipe with use_fast_accum=False): acc += DC, scaled once in the epilogue
+#define PROMOTE_BLK(DC) do {                                                                  \
+    REGFENCE(DC)                                                                             \
+    RELEASE();                                                                               \
+    _Pragma("unroll") for (int i = 0; i < NACC; ++i) acc[i] = __fadd_rn(acc[i], DC[i]);      \
+  } while (0)
+#elif NBLK_HI
 // BN = 192: the tile's columns [0, HI) are in B-scale block nb0 and [HI, 192) in nb0 + 1 (HI = 128
 // for even tile columns pn, 64 for odd ones); the 8-column group i >> 2 lies in one block
 #define PROMOTE_FMAS(DC, HI) _Pragma("unroll") for (int i = 0; i < NACC; ++i)                 \
@@ -180,7 +191,12 @@ __device__ __forceinline__ float lds_f(u32 a) {
 #define LD_NB1_G(EB)
 #define LD_NB1_S
 #endif
-#if SCALES_SMEM
+#if SCALES_TENSOR
+// per-tensor scales: nothing per k-block
+#define TILE_SCALES(U, RO0, RO1, PN) do { } while (0)
+#define NEXT_PRE(EA0, EA1, EB) const float na0 = 1.f, na1 = 1.f, nb = 1.f, nb1 = 1.f; (void)nb1;
+#define NEXT_POST(EA0, EA1, EB)
+#elif SCALES_SMEM
 // the scales of the k-block about to be issued into slot s are read from the slot's scale area after
 // ISSUE's full-barrier wait (NEXT_PRE notes the slot, NEXT_POST reads them); nothing per tile
 #define TILE_SCALES(U, RO0, RO1, PN) do { } while (0)
@@ -200,7 +216,7 @@ __device__ __forceinline__ float lds_f(u32 a) {
 // the scale pointers of this thread in tile (PM, PN): rows r, r + 8 of sa (rows past M: any finite
 // scale, their outputs are clipped), the B-scale block of the tile's first column and (BN = 192) the
 // offset to the next block (columns past N: any scale)
-#if SCALES_SMEM
+#if SCALES_SMEM || SCALES_TENSOR
 #define TILE_PTRS(PM, PN)
 #else
 #define TILE_PTRS(PM, PN)                                                                     \
@@ -222,7 +238,7 @@ __device__ __forceinline__ float lds_f(u32 a) {
 // those of block KN into q*, and the next ISSUE_BLK takes them): a load issued just before its block's
 // wgmmas stalled the issue on its latency (ptxas moves the uniform B scale into a uniform register
 // ahead of the wgmmas; ncu on the H200 put 18 % of the bn = 192 kernel's stall samples there)
-#if SCALES_SMEM
+#if SCALES_SMEM || SCALES_TENSOR
 #define PREFETCH(KN) do { } while (0)
 #define ISSUE_BLK(KBI, KN) do {                                                               \
     NEXT_PRE(pa0 + (KBI), pa1 + (KBI), psb + (long)(KBI) * NB)                               \
@@ -251,7 +267,7 @@ __device__ __forceinline__ float lds_f(u32 a) {
 #define TILE_STORE(U) do {                                                                    \
     int pm_, pn_;                                                                            \
     tile_of(U, num_mu, num_n, group_m, pm_, pn_);                                            \
-    epilogue(acc, (pm_ * CLUSTER + (int)rank) * 128, pn_ * BN, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec); \
+    epilogue(acc, (pm_ * CLUSTER + (int)rank) * 128, pn_ * BN, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec, st); \
   } while (0)
 // XTILE: DC holds k-block kb of tile u in flight; the next block is kb+1 of u or block 0 of the
 // next tile.  If there is one: load its scales, issue it into DN, wait for DC only, promote DC,
@@ -298,9 +314,16 @@ __device__ __forceinline__ float lds_f(u32 a) {
 #endif
 
 // per consumer warpgroup c: its 64 x BN block of the tile at (m0, n0) from the f32 values `acc`
+// (SCALES_TENSOR: each value is RN(st * acc) first, st = RN(sa * sb))
+#if SCALES_TENSOR
+#define SC(X) __fmul_rn(st, (X))
+#else
+#define SC(X) (X)
+#endif
 __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n0, int M, int N, int c, int lt,
-                                         u32 out_tile, u64 tma_d, float* __restrict__ dout, u32& ec) {
+                                         u32 out_tile, u64 tma_d, float* __restrict__ dout, u32& ec, float st) {
   const int w = lt / 32, l = lt % 32, g = l / 4;
+  (void)st;
 #if OUT_BF16
   // 64-column chunks through two 64 x 64 bf16 staging buffers (8 KiB, 128B swizzle) of this
   // warpgroup, alternately: a buffer is rewritten once the store issued from it two chunks ago has
@@ -315,7 +338,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
     u32 p[16];
 #pragma unroll
     for (int j = 0; j < 16; ++j)
-      asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p[j]) : "f"(acc[32 * ch + 2 * j + 1]), "f"(acc[32 * ch + 2 * j]));
+      asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p[j]) : "f"(SC(acc[32 * ch + 2 * j + 1])), "f"(SC(acc[32 * ch + 2 * j])));
 #pragma unroll
     for (int sl8 = 0; sl8 < 4; ++sl8) {
       const int mm = l / 8;
@@ -341,7 +364,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
   for (int i = 0; i < NACC; ++i) {
     const int row = ((i >> 1) & 1) ? r1 : r0;
     const int col = n0 + 2 * (l % 4) + (i & 1) + 8 * (i >> 2);
-    if (row < M && col < N) dout[(long)row * N + col] = acc[i];
+    if (row < M && col < N) dout[(long)row * N + col] = SC(acc[i]);
   }
 #endif
   (void)M; (void)N; (void)dout; (void)out_tile; (void)tma_d; (void)g; (void)ec;
@@ -442,6 +465,12 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
   asm volatile("setmaxnreg.inc.sync.aligned.u32 $consumer_regs;\n" ::: "memory");
   const int c = wgi - 1, w = lt / 32, l = lt % 32, g = l / 4;
   (void)w; (void)g;
+#if SCALES_TENSOR
+  const float st = __fmul_rn(ldg_f(sa), ldg_f(sb));   // sa, sb: one float each
+#else
+  const float st = 1.f;
+#endif
+  (void)st;
 #if SCALES_SMEM
   const u32 so0 = 4 * (64 * c + 16 * w + g);          // this thread's rows r0, r0 + 8 in a stage's scale area
 #endif
@@ -505,7 +534,7 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     PREFETCH(0);
     ISSUE_BLK(0, KB > 1 ? 1 : 0);
 #if XTILE
-    if (u != unit0) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+    if (u != unit0) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec, st);
     em0 = m0; en0 = n0;
 #endif
 #pragma unroll
@@ -541,11 +570,11 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
     RELEASE();
 #endif
 #if !(PROMOTE && PARTIALS == 1 && XTILE)
-    epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+    epilogue(acc, m0, n0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec, st);
 #endif
   }
 #if PROMOTE && PARTIALS == 1 && XTILE
-  if (unit0 < units) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec);
+  if (unit0 < units) epilogue(acc, em0, en0, M, N, c, lt, out_tile, (u64)&tma_d, dout, ec, st);
 #endif
 #endif
 #if OUT_BF16
@@ -556,12 +585,13 @@ gemm_fp8(const __grid_constant__ TmapT tma_a, const __grid_constant__ TmapT tma_
 
 
 def persistent_source(stages: int, bn: int, promote: bool, out_bf16: bool, cluster: int = 1, xtile: bool = False,
-                      scales_smem: bool = False, partials: int = 2) -> str:
+                      scales_smem: bool = False, partials: int = 2, scales_tensor: bool = False) -> str:
     nacc = bn // 2
     instr = instr_for(bn)
     return _SBASE + _BODY.substitute(
         stages=stages, bn=bn, nacc=nacc, promote=int(promote), out_bf16=int(out_bf16), cluster=cluster, xtile=int(xtile),
         scales_smem=int(bool(scales_smem and promote)), partials=partials if promote else 2,
+        scales_tensor=int(bool(scales_tensor and promote)),
         nblk_hi=int(bn == 192 and promote),
         cluster_attr="__cluster_dims__(2, 1, 1)" if cluster == 2 else "",
         slot_bytes=16384 + bn * 128, stage_out=STAGE_OUT, producer_regs=PRODUCER_REGS,
