@@ -45,6 +45,8 @@ CONFIGS = {
     "persistent-tensor-bf16-1partial": GemmConfig(scales="tensor", partials=1),
     "persistent-tensor-bf16-bn192": GemmConfig(scales="tensor", bn=192),
     "persistent-tensor-bf16-cluster2": GemmConfig(scales="tensor", cluster=2),
+    "persistent-tensor-bf16-bn144": GemmConfig(scales="tensor", bn=144),
+    "persistent-tensor-f32-bn144": GemmConfig(scales="tensor", bn=144, out="f32"),
     "persistent-promote-bf16-yield9": GemmConfig(ffma_yield=9),
     "simple-promote-bf16": GemmConfig(schedule="simple"),
     "simple-nopromote-bf16": GemmConfig(schedule="simple", promote=False),
@@ -79,7 +81,9 @@ def test_config_defaults_and_errors():
                {"scales": "smem", "schedule": "simple"}, {"scales": "tmem"}, {"bn": 192, "partials": 2},
                {"bn": 192, "cluster": 2}, {"partials": 3}, {"partials": 1, "promote": False},
                {"partials": 1, "schedule": "simple"}, {"bn": 160}, {"partials": 1, "cluster": 2},
-               {"scales": "tensor", "promote": False}, {"scales": "tensor", "schedule": "simple"}):
+               {"scales": "tensor", "promote": False}, {"scales": "tensor", "schedule": "simple"},
+               {"bn": 144}, {"bn": 144, "scales": "global"}, {"bn": 144, "scales": "tensor", "cluster": 2},
+               {"bn": 144, "scales": "tensor", "xtile": True}, {"bn": 144, "promote": False}):
         with pytest.raises(InputError):
             GemmConfig(**kw)
     assert parse_config("promote=0,bn=128,stages=5") == GemmConfig(promote=False, bn=128, stages=5)
@@ -218,6 +222,12 @@ def test_kernel_assembles_for_sm90a(name, tmp_path):
                                   (1040, 2064, 384, "wide", True, "f32", "scales=tensor,bn=192"),
                                   (1040, 2064, 384, "normal", True, "bf16", "scales=tensor,cluster=2"),
                                   (1040, 2064, 384, "tiny", True, "f32", "scales=tensor"),
+                                  # bn=144: 16-column tail of each tile stored directly; N = 2064 = 14 x 144 + 48
+                                  (1040, 2064, 384, "normal", True, "bf16", "scales=tensor,bn=144"),
+                                  (1008, 2320, 256, "bits", True, "bf16", "scales=tensor,bn=144"),
+                                  (208, 400, 512, "wide", True, "f32", "scales=tensor,bn=144"),
+                                  (1040, 1152, 384, "tiny", True, "bf16", "scales=tensor,bn=144"),   # 8 whole tiles
+                                  (208, 144, 256, "normal", True, "bf16", "scales=tensor,bn=144,partials=1"),
                                   # the FFMA-yield rewrite of the cubin (gpu.kernels.sass): scheduling bits only
                                   (1040, 2064, 384, "normal", True, "bf16", "ffma_yield=9"),
                                   (1040, 2064, 256, "bits", True, "f32", "ffma_yield=16"),

@@ -65,7 +65,8 @@ class GemmConfig:
     "persistent"), ``promote`` (per-K-block promotion with scales), ``out`` ("bf16" or "f32"),
     ``broken`` (a deliberately broken variant of the simple schedule: lax_wait, no_proxy_fence,
     early_reuse), ``schedule`` ("persistent" or "simple"; default "persistent", "simple" with
-    ``broken``), ``bn`` (tile N of the persistent schedule: 128 or 192 with promotion, 128 or 256 without;
+    ``broken``), ``bn`` (tile N of the persistent schedule: 128 or 192 with promotion (and 144 with per-tensor scales, whose tile
+    count suits 8192-wide outputs: cuBLAS picks 144 there), 128 or 256 without;
     default 128 with promotion, 256 without), ``partials`` (persistent with promotion: 2, the default for
     bn=128: two partial register sets, block kb+1 runs while kb is promoted; 1, the only choice for bn=192: one
     set, each block waited for (``wait_group 0``) and promoted while the other consumer warpgroup's wgmmas run,
@@ -135,8 +136,14 @@ class GemmConfig:
             set_("stages", stages)
             return
         bn = (128 if self.promote else 256) if self.bn is None else self.bn
-        if bn not in (128, 192, 256):
-            raise InputError(f"bn must be 128, 192 or 256, got {bn!r}")
+        if bn not in (128, 144, 192, 256):
+            raise InputError(f"bn must be 128, 144, 192 or 256, got {bn!r}")
+        if bn == 144 and scales != "tensor":
+            raise InputError("bn=144 needs scales='tensor' (a 144-column tile straddles 128-column B-scale blocks)")
+        if bn == 144 and self.cluster == 2:
+            raise InputError("cluster=2 supports bn 128 and 256, got bn=144")
+        if bn == 144 and xtile:
+            raise InputError("bn=144 does not take xtile=1 (its registers spill)")
         if bn == 256 and self.promote:
             raise InputError("bn=256 needs promote=False (an m64n256 partial plus the f32 sums exceed the registers)")
         if bn == 192 and not self.promote:
@@ -144,7 +151,7 @@ class GemmConfig:
         if bn == 192 and self.cluster == 2:
             raise InputError("cluster=2 supports bn 128 and 256, got bn=192")
         if self.promote:      # (no promotion: one accumulator chain, partials stays None)
-            partials = (2 if bn == 128 else 1) if self.partials is None else self.partials
+            partials = (2 if bn in (128, 144) else 1) if self.partials is None else self.partials
             if partials not in (1, 2) or isinstance(partials, bool):
                 raise InputError(f"partials must be 1 or 2, got {partials!r}")
             if partials == 2 and bn == 192:
@@ -455,7 +462,7 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
         args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa_t, sb4, np.int32(M), np.int32(N), np.int32(K))
         keep = (A, B, sa, sb, sa_t, sb4, dummy)
     else:
-        args = (ta, tb, td, D if cfg.out == "f32" else dummy, sa, sb, np.int32(M), np.int32(N), np.int32(K))
+        args = (ta, tb, td, D, sa, sb, np.int32(M), np.int32(N), np.int32(K))
         keep = (A, B, sa, sb, dummy)     # the launch closure keeps the device buffers alive
 
     def kernel_only():        # the GEMM kernel without the scale-layout kernel before it (the bench times both)

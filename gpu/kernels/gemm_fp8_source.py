@@ -358,6 +358,21 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NACC], int m0, int n
     }
   }
   ec += BN / 64;
+#if BN % 64
+  // the last BN % 64 columns (BN = 144: 16) with direct stores of bf16 pairs, clipped at M and N
+  {
+    u16* __restrict__ d16 = reinterpret_cast<u16*>(dout);
+    const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
+#pragma unroll
+    for (int i = 4 * (BN / 64) * 8; i < NACC; i += 2) {
+      const int row = ((i >> 1) & 1) ? r1 : r0;
+      const int col = n0 + 2 * (l % 4) + 8 * (i >> 2);
+      u32 p2;
+      asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p2) : "f"(SC(acc[i + 1])), "f"(SC(acc[i])));
+      if (row < M && col < N) *reinterpret_cast<u32*>(d16 + (long)row * N + col) = p2;   // (N even: col + 1 < N)
+    }
+  }
+#endif
 #else
   const int r0 = m0 + 64 * c + 16 * w + g, r1 = r0 + 8;
 #pragma unroll
