@@ -389,6 +389,26 @@ def _tmap(ptr: int, rows: int, cols: int, eb: int, box_rows: int, box_cols: int)
     return tm[()]
 
 
+def tile_rounds(M: int, N: int, bn: int, sms: int = 132) -> int:
+    """Rounds of tiles a persistent launch of ``sms`` CTAs runs on an M x N output with 128 x ``bn``
+    tiles: the busiest CTA's tile count."""
+    return -(-(-(-M // BM) * -(-N // bn)) // sms)
+
+
+def choose_bn(M: int, N: int, candidates: tuple[int, ...] = (128, 144), sms: int = 132) -> int:
+    """The tile width of ``candidates`` whose busiest CTA has the least work, ``tile_rounds * bn`` (a tile's
+    time grows with its width); ties go to the narrower tile.  For per-tensor scales on the H200's 132
+    SMs this picks 128 at 4096^2 (8 rounds either way) and 144 at 8192^2 (28 rounds of 144 against 32 of
+    128), the faster one at both in ``bench/results/gemm_kernel_h200.json``."""
+    return min(sorted(candidates), key=lambda bn: tile_rounds(M, N, bn, sms) * bn)
+
+
+def tensor_config(M: int, N: int, sms: int = 132, **kw) -> GemmConfig:
+    """The per-tensor-scales config (torch._scaled_mm's precise recipe) for an M x N output: bn by
+    :func:`choose_bn`; other GemmConfig fields from ``kw``."""
+    return GemmConfig(scales="tensor", bn=choose_bn(M, N, (128, 144), sms), **kw)
+
+
 def _sm_count(cp) -> int:
     return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])
 

@@ -90,6 +90,7 @@ def run(out: Path | None, log=print, configs: list[str] | None = None) -> int:
     for i, (M, N, K, fam, promote, o) in enumerate(STORE + CHECKS):
         a, b, sa, sb = inputs(M, N, K, fam, i)
         refs: dict = {}     # per recipe: blockwise scales, or per tensor
+        stored: set = set()
         for j, text in enumerate(configs):
             try:
                 cfg = parse_config(",".join(x for x in (text, f"promote={int(promote)}", f"out={o}") if x))
@@ -110,16 +111,22 @@ def run(out: Path | None, log=print, configs: list[str] | None = None) -> int:
             bad_total += bad
             log(f"{M}x{N}x{K} {fam:<6} promote={int(promote)} out={o} [{cfg.name}]: {hw.size} outputs, {bad} mismatches "
                 f"({time.time() - t0:.1f} s)")
-            if j == 0 and (M, N, K, fam, promote, o) in STORE and out is not None and not bad:
-                prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.gemm"}
-                write_fixture("gemm", f"gemm_{M}x{N}x{K}_{fam}_p{int(promote)}_{o}",
-                              {"a": a, "b_nk": b, "scale_a": sa, "scale_b": sb, "d": hw.view(refb.dtype)},
-                              kind="gemm_kernel", cases=int(hw.size),
-                              meta={"M": M, "N": N, "K": K, "family": fam, "promote": promote, "out": o,
-                                    "schedule": "refmodel.gemm(m64n128k32 e4m3 chain, promote_every=4 with 1x128 / "
-                                                "128x128 scales, fma)" if promote else
-                                                "refmodel.gemm(m64n128k32 e4m3 chain over all K)"},
-                              provenance=prov, root=out)
+            # the first config of each recipe (blockwise or per-tensor scales) stores the STORE cases
+            if recipe not in stored and (M, N, K, fam, promote, o) in STORE and out is not None and not bad:
+                stored.add(recipe)
+                prov = {**device_info(), **host_provenance(), "seed": SEED, "recorder": "gpu.record.gemm",
+                        "config": cfg.name}
+                sched = ("refmodel.scaled_mm(use_fast_accum=False): m64n128k32 e4m3 chain, promote_every=4, "
+                         "acc += partial, D = RN(RN(sa*sb)*acc)" if recipe else
+                         "refmodel.gemm(m64n128k32 e4m3 chain, promote_every=4 with 1x128 / 128x128 scales, fma)"
+                         if promote else "refmodel.gemm(m64n128k32 e4m3 chain over all K)")
+                meta = {"M": M, "N": N, "K": K, "family": fam, "promote": promote, "out": o, "schedule": sched}
+                if recipe:
+                    meta["recipe"] = "tensor"
+                write_fixture("gemm", f"gemm_{M}x{N}x{K}_{fam}_p{int(promote)}_{o}" + ("_st" if recipe else ""),
+                              {"a": a, "b_nk": b, "scale_a": np.asarray(csa), "scale_b": np.asarray(csb),
+                               "d": hw.view(refb.dtype)},
+                              kind="gemm_kernel", cases=int(hw.size), meta=meta, provenance=prov, root=out)
     log(f"gemm kernel: {compared} outputs compared with refmodel.gemm, {bad_total} mismatches")
     return 1 if bad_total else 0
 

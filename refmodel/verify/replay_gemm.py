@@ -64,7 +64,8 @@ def replay_gemm_kernel(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, f
         if arrays[k].shape != shp:
             raise ValueError(f"gemm fixture: {k} has shape {arrays[k].shape}, meta implies {shp}")
     ref = kernel_reference(arrays["a"], arrays["b_nk"], arrays["scale_a"] if meta["promote"] else None,
-                           arrays["scale_b"] if meta["promote"] else None, promote=meta["promote"], out=meta["out"])
+                           arrays["scale_b"] if meta["promote"] else None, promote=meta["promote"], out=meta["out"],
+                           tensor_scales=meta.get("recipe") == "tensor")
     return _count(bits_of(ref), arrays["d"], f"gemm {M}x{N}x{K}", {})
 
 
