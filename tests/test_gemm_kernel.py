@@ -292,3 +292,25 @@ def test_tensor_recipe_equals_torch_scaled_mm(fam):
     hw = cp.asnumpy(d)
     lib = ref.view(torch.int16).cpu().numpy().view(np.uint16)
     assert np.array_equal(hw, lib), f"{int(np.count_nonzero(hw != lib))} of {hw.size} outputs differ from torch._scaled_mm"
+
+
+def test_choose_bn_picks_the_tile_the_h200_ran_faster():
+    """tensor_config's tile width against the recorded bench runs (bn 128 and 144, per-tensor scales)."""
+    import json
+    from pathlib import Path
+
+    from gpu.kernels.gemm_fp8 import choose_bn, tensor_config, tile_rounds
+
+    res = Path(__file__).resolve().parents[1] / "bench" / "results"
+    seen = 0
+    for f in (res / "gemm_kernel_h200.json", res / "gemm_kernel_h200_session6" / "call6_gemm_kernel_b.json"):
+        rows = {(r["n"], r["config"]): r["ours_tflops"] for r in json.loads(f.read_text())}
+        for n in sorted({n for n, _ in rows}):
+            t = {bn: rows.get((n, GemmConfig(scales="tensor", bn=bn).name)) for bn in (128, 144)}
+            if None in t.values():
+                continue
+            assert choose_bn(n, n) == max(t, key=t.get), (f.name, n, t)
+            assert tensor_config(n, n).bn == choose_bn(n, n)
+            seen += 1
+    assert seen >= 4
+    assert tile_rounds(8192, 8192, 128) == 32 and tile_rounds(8192, 8192, 144) == 28 and tile_rounds(100, 100, 128) == 1

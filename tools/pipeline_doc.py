@@ -73,10 +73,26 @@ def _kernel_section() -> str:
         broken.append((b, ", ".join(kinds)))
     man = json.loads((root / "fixtures" / "gemm" / "manifest.json").read_text())
     fx = "\n".join(f"| {e['meta']['M']}x{e['meta']['N']}x{e['meta']['K']} | {e['meta']['family']} | "
-                   f"{e['meta']['promote']} | {e['meta']['out']} | {e['cases']:,} |" for e in man["entries"])
+                   f"{e['meta']['promote']} | {e['meta'].get('recipe', 'blockwise') if e['meta']['promote'] else '-'} | "
+                   f"{e['meta']['out']} | {e['cases']:,} |" for e in man["entries"])
     bench = json.loads((root / "bench" / "results" / "gemm_kernel_h200.json").read_text())
-    bt = "\n".join(f"| {r['n']}³ | {r['mode']} | `{r.get('config', 'simple')}` | {r['cublas_tflops']:.0f} | "
-                   f"{r['ours_tflops']:.0f} | {r['ratio']:.2f} |" for r in bench)
+    bt = "\n".join(f"| {r['n']}³ | {r['mode']} | {r.get('recipe', '-')} | `{r.get('config', 'simple')}` | "
+                   f"{r['cublas_tflops']:.0f} | "
+                   + (f"{r['cublas_blockwise_tflops']:.0f} | " if "cublas_blockwise_tflops" in r else "- | ")
+                   + f"{r['ours_tflops']:.0f} | {r['ratio']:.2f} | "
+                   + (f"{r['ratio_blockwise']:.2f} |" if "ratio_blockwise" in r else "- |") for r in bench)
+    b6 = bench + json.loads((root / "bench" / "results" / "gemm_kernel_h200_session6" / "call6_gemm_kernel_b.json").read_text())
+    rb = [r["ratio_blockwise"] for r in b6 if "ratio_blockwise" in r]
+    blk_lo, blk_hi = min(rb), max(rb)
+    blk_diff = max(r["max_rel_diff_vs_cublas"] for r in b6 if "ratio_blockwise" in r)
+    t128 = next(r["ratio"] for r in bench if r["n"] == 4096 and r["config"] == "persistent-p1-bn128-s6-st-bf16")
+    t144 = next(r["ratio"] for r in bench if r["n"] == 8192 and r["config"] == "persistent-p1-bn144-s5-st-bf16")
+    yl = {(r["n"], r["config"]): r["ours_tflops"] for r in json.loads(
+        (root / "bench" / "results" / "gemm_kernel_h200_session6" / "call1_yield.json").read_text())}
+    pct = lambda a, b: ", ".join(f"{100 * (yl[(n, b)] / yl[(n, a)] - 1):+.0f} %" for n in (4096, 8192))
+    y_up = pct("persistent-p1-bn192-s4-q1-bf16", "persistent-p1-bn192-s4-q1-y9-bf16")
+    y_down = pct("persistent-p1-bn128-s5-bf16", "persistent-p1-bn128-s5-y9-bf16") + " (9/16), " + \
+        pct("persistent-p1-bn128-s5-bf16", "persistent-p1-bn128-s5-y16-bf16") + " (16/16)"
     races = json.loads((root / "bench" / "results" / "gemm_kernel_races_h200.json").read_text())
     what = {"lax_wait": "`wait_group 1` where 0 is needed before the accumulators are read",
             "no_proxy_fence": "no `fence.proxy.async` between the epilogue's stmatrix and the TMA store",
@@ -113,8 +129,8 @@ waits, computed here):
 every-code with NaN, wide exponent spread; promotion on and off; bf16 and f32 out) and fails on a
 single mismatch; these small cases are kept as fixtures and replayed by CI:
 
-| shape | inputs | promote | out | outputs |
-|---|---|---|---|---:|
+| shape | inputs | promote | scales | out | outputs |
+|---|---|---|---|---|---:|
 {fx}
 
 **Deliberately broken kernels on the H200** (`python -m gpu.fuzz.userkernel --races F`, each variant
@@ -131,14 +147,17 @@ early refill faults the launch (`CUDA_ERROR_LAUNCH_FAILED`) instead of computing
 
 **Speed** (`python bench/bench_gemm_kernel.py`, median of CUDA events, same run as
 `torch._scaled_mm`, e4m3 → bf16; `bench/results/gemm_kernel_h200.json`): precise = promotion every
-K block vs `use_fast_accum=False`, fast = one accumulator chain vs `use_fast_accum=True`.
+K block, against `use_fast_accum=False` with per-tensor scales and, for the blockwise recipe, also against
+`torch._scaled_mm` with the same 1x128 / 128x128 blockwise scales; fast = one accumulator chain vs
+`use_fast_accum=True` (docs/performance.md has the like-for-like ratios, reruns and clocks).
 
-| size | mode | config | cuBLAS TFLOP/s | this kernel TFLOP/s | ratio |
-|---|---|---|---:|---:|---:|
+| size | mode | scales | config | cuBLAS per-tensor TFLOP/s | cuBLAS blockwise TFLOP/s | this kernel TFLOP/s | ratio per-tensor | ratio blockwise |
+|---|---|---|---|---:|---:|---:|---:|---:|
 {bt}
 
 Config names: `persistent`/`simple` schedule, `p1`/`p0` promotion on/off, `bn` tile N, `s` ring stages, `x`
-the cross-tile k-block pipelining, `c2` 2-CTA clusters, `q1` one partial set, `sg` scales loaded from global
+the cross-tile k-block pipelining, `c2` 2-CTA clusters, `q1` one partial set, `st` per-tensor scales (`scales="tensor"`), `y9` the FFMA-yield
+rewrite of 9/16 of each promotion FFMA run (`ffma_yield=9`), `sg` scales loaded from global
 memory (no `sg`: the producer stages them in shared memory, `scales="smem"`; rows recorded before that option
 existed, in `bench/results/gemm_kernel_h200_previous.json`, loaded them from global memory without the tag).
 The default configs are `persistent-p1-bn128-s5` (precise: two partial sets, scales in shared memory, `xtile`
@@ -198,6 +217,24 @@ to its fast kernel at K = 16384; this kernel's promotion costs it about 11 % on 
 runs drew 593-687 W at 1200-1650 MHz right after the timings, so the clock, and with it every ratio, moves with
 power; the promotion's 64 FMAs per thread per K block are power too. The small kernel that lays the scales out
 for the producer's bulk copies costs 0-4 % (*kernel alone* in the table).
+
+**Two recipes, each against its own cuBLAS call** (session 6, `bench/results/gemm_kernel_h200_session6/`).
+The precise default computes DeepSeek's blockwise recipe; with CUDA ≥ 12.9 `torch._scaled_mm` computes it too
+(1x128 scales of A, 128x128 of B), and on the H200 the two gave the same outputs (the bench's `--check`, largest
+difference {blk_diff:.1g}) with this kernel {blk_lo:.2f}x-{blk_hi:.2f}x as fast in the table's run and its rerun. The per-tensor cuBLAS call it had been measured against does
+less: it adds each K block's partial and scales once at the end. `GemmConfig(scales="tensor")` is that recipe
+(`acc += partial`, no scale loads, no scale area in shared memory: 6 ring slots), bit-identical to
+`torch._scaled_mm(use_fast_accum=False)` (`test_tensor_recipe_equals_torch_scaled_mm`, and `refmodel.scaled_mm`
+through `kernel_reference(tensor_scales=True)`; fixtures `*_st`). Its tile width follows the shape as cuBLAS's
+does: 128 x 128 at 4096³ ({t128:.2f}x) and 128 x 144 at 8192³ (`bn=144`, {t144:.2f}x; m64n144 partials, 72 + 72 + 72
+registers, the 16-column tail of each tile stored directly), chosen by `tensor_config(M, N)`.
+
+**DeepGEMM's FFMA rewrite** (`ffma_yield=N`, `gpu.kernels.sass`): the cubin's promotion FFMAs lose their
+operand-reuse flag and the scheduling bit that keeps the warp issuing, in the leading N/16 of each run of
+at least 8, so the scheduler may switch to the other consumer warpgroup between them (only scheduling bits
+change; `tests/test_sass.py` checks the rewrite against `cuobjdump`). It lifts the one-partial 128 x 192 tile,
+whose warpgroups take turns at the tensor core, by {y_up}, and changes the two-partial default by {y_down}
+(`call1_yield.json`, TFLOP/s at 4096³ and 8192³): neither beats the default, so it stays off.
 
 **One partial set at bn = 128** (`partials=1`, scales in shared memory, `bench/results/gemm_kernel_h200_session5/call5_*`):
 0.78x-0.81x against the default's 0.90x-0.93x in the same run, and 829 against 727 cycles per K block in the K
