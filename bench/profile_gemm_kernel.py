@@ -33,8 +33,11 @@ def main(argv=None) -> int:
     n = a.n
     A = cp.asarray(rng.integers(0, 0x70, (n, n), dtype=np.uint8))     # finite e4m3 codes
     B = cp.asarray(rng.integers(0, 0x70, (n, n), dtype=np.uint8))
-    sa = cp.ones((n, n // 128), cp.float32) if cfg.promote else None
-    sb = cp.ones((n // 128, -(-n // 128)), cp.float32) if cfg.promote else None
+    if cfg.scales == "tensor":          # per-tensor scales: one float each
+        sa, sb = cp.ones(1, cp.float32), cp.ones(1, cp.float32)
+    else:
+        sa = cp.ones((n, n // 128), cp.float32) if cfg.promote else None
+        sb = cp.ones((n // 128, -(-n // 128)), cp.float32) if cfg.promote else None
     launch, _ = launcher(A, B, sa, sb, cfg=cfg)
     for _ in range(a.launches):
         launch()

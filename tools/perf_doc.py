@@ -62,6 +62,20 @@ def performance_page() -> str:
                            f"bn {choose_bn(n, n)}" for n in sorted({r['n'] for r in k}))
     diffs = lambda rc: max(r["max_rel_diff_vs_cublas"] for r in k + kb if r.get("recipe") == rc)
     diff_blk, diff_ten = f"{diffs('blockwise'):.1g}", f"{diffs('tensor'):.1g}"
+    import re
+
+    util_rows = []
+    for tag, cfg, n in (("ffma_yield_0_4096", "persistent-p1-bn128-s5-bf16 (blockwise)", 4096),
+                        ("scales_tensor_4096", "persistent-p1-bn128-s6-st-bf16 (per-tensor)", 4096),
+                        ("ffma_yield_0_8192", "persistent-p1-bn128-s5-bf16 (blockwise)", 8192),
+                        ("scales_tensor_bn_144_8192", "persistent-p1-bn144-s5-st-bf16 (per-tensor)", 8192),
+                        ("promote_0_8192", "persistent-p0-bn256-s4-bf16 (fast)", 8192)):
+        t = (ROOT / f"bench/results/gemm_kernel_h200_session6/call7_ncu_{tag}.txt").read_text()
+        pct = re.search(r"sm__pipe_tensor_cycles_active\.avg\.pct_of_peak_sustained_active\s+%\s+([\d.]+)", t).group(1)
+        dur = re.search(r"Duration\s+(\w+)\s+([\d.,]+)", t)
+        clk = re.search(r"SM Frequency\s+Ghz\s+([\d.]+)", t).group(1)
+        util_rows.append(f"| {n}^3 | `{cfg}` | {pct} % | {dur.group(2)} {dur.group(1)} | {clk} GHz |")
+    util = "\n".join(util_rows)
     cross = [r for r in k if r.get("recipe") == "blockwise"]
     cross_txt = "; ".join(f"{r['n']}^3 {r['ratio']:.2f}x" for r in cross)
     yl = _load("bench/results/gemm_kernel_h200_session6/call1_yield.json")
@@ -196,6 +210,14 @@ the shape, as cuBLAS's does (its precise kernel is 128 x 128 at 4096³ and 144 x
 bench): `gpu.kernels.gemm_fp8.tensor_config(M, N)` picks bn 128 or 144 by the busiest CTA's work
 (`choose_bn`, the rounds of tiles of the busiest of 132 CTAs: {rounds_txt}).
 The blockwise recipe measured against per-tensor cuBLAS, which needs no per-block multiply: {cross_txt}.
+
+Tensor-pipe utilisation under Nsight Compute (`sm__pipe_tensor_cycles_active`, one launch of
+`bench/profile_gemm_kernel.py`; `bench/results/gemm_kernel_h200_session6/call7_ncu_*.txt`; ncu holds the clock
+lower than the bench's runs):
+
+| shape | config | tensor pipe active | kernel duration | SM clock |
+|---|---|---|---|---|
+{util}
 
 **Tried this session and not kept as defaults** (`bench/results/gemm_kernel_h200_session6/`, all bit-exact):
 DeepGEMM's FFMA rewrite of the cubin (`ffma_yield=N`, `gpu.kernels.sass`: the leading N/16 of each run of
