@@ -7,8 +7,11 @@ Two schedules (``GemmConfig.schedule``):
   walking tiles in grouped raster order, producer/consumer register rebalancing (setmaxnreg), with
   promotion the next K block's wgmmas run (second accumulator set) while the previous block is
   promoted (or, ``partials=1``, one set waited for and promoted while the other consumer's wgmmas run),
-  without promotion a ``wait_group 1`` chain; tiles 128 x ``bn`` (``bn`` 128 or 192 with promotion, 128 or
-  256 without, the default there); per-warpgroup TMA-store epilogue overlapping the next tile.
+  without promotion a ``wait_group 1`` chain; tiles 128 x ``bn`` (``bn`` 128 or 192 with promotion, 144 too with
+  per-tensor scales, 128 or 256 without, the default there); per-warpgroup TMA-store epilogue overlapping the
+  next tile.  Two promotion recipes: blockwise scales (the default, DeepSeek's: 1x128 A scales, 128x128 B
+  scales at every promotion) and, with ``scales="tensor"``, torch._scaled_mm's per-tensor precise recipe
+  (``acc += partial``, both scales once in the epilogue; :func:`tensor_config` picks the tile width).
 * ``"simple"`` (the original kernel, and the one the ``broken`` variants modify), described below.
 
 The numerics are the same in both (per output element: per K block 4 chained k32 wgmmas, a fresh
