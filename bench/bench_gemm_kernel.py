@@ -63,6 +63,18 @@ def _time_pair(f, g, reps: int, trials: int) -> tuple[float, float]:
     return float(np.median(ts[0])), float(np.median(ts[1]))
 
 
+def e4m3_inputs(M: int, N: int, K: int, seed: int):
+    """Seeded N(0, 1) operands rounded to e4m3, A (M, K) and B (N, K): the torch tensors and cupy uint8 views
+    of the same memory (the bench, the K sweep and the probes all time these)."""
+    import cupy as cp
+    import torch
+
+    torch.manual_seed(seed)
+    A = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    B = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+    return A, B, cp.asarray(A.view(torch.uint8)), cp.asarray(B.view(torch.uint8))
+
+
 def _gpu_state() -> dict:
     """SM clock (MHz), power (W) and temperature (C) right after a timing: provenance of its noise."""
     import subprocess
@@ -93,28 +105,21 @@ def _kernel_names(f) -> list:
 def _blockwise_cublas(A, B, sa, sb):
     """``torch._scaled_mm`` with the recipe our precise kernel computes: 1x128 scales of A (M, K/128)
     and 128x128 scales of B (K/128, N/128) (cuBLASLt's VEC128 / BLK128x128 modes, CUDA >= 12.9), in
-    the strides torch asks for (outer-dim-major).  Returns ``(f, api)``, or ``(None, why)`` when this
-    torch or cuBLAS refuses the recipe."""
+    the strides torch asks for (outer-dim-major).  Returns the call, or ``None`` and why when this torch
+    or cuBLAS refuses the recipe."""
     import torch
 
     scale_a = torch.as_tensor(sa, device="cuda").t().contiguous().t()          # (M, KB), stride (1, M)
     scale_b = torch.as_tensor(sb, device="cuda").t().contiguous().t()          # (KB, NB), stride (1, KB)
-    tries = [("torch._scaled_mm", lambda: torch._scaled_mm(A, B.t(), scale_a, scale_b, out_dtype=torch.bfloat16))]
-    F = getattr(torch.nn.functional, "scaled_mm", None)
-    ST = getattr(getattr(torch.nn.functional, "ScalingType", None), "BlockWise1x128", None)
-    if F is not None and ST is not None:
-        S = torch.nn.functional.ScalingType
-        tries.append(("torch.nn.functional.scaled_mm", lambda: F(A, B.t(), scale_a, S.BlockWise1x128, scale_b,
-                                                                  S.BlockWise128x128, output_dtype=torch.bfloat16)))
-    why = []
-    for api, f in tries:
-        try:
-            f()
-            torch.cuda.synchronize()
-            return f, api
-        except Exception as e:
-            why.append(f"{api}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    return None, "; ".join(why)
+
+    def f():
+        return torch._scaled_mm(A, B.t(), scale_a, scale_b, out_dtype=torch.bfloat16)
+    try:
+        f()
+        torch.cuda.synchronize()
+    except Exception as e:
+        return None, f"torch._scaled_mm: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return f, "torch._scaled_mm"
 
 
 def main(argv=None) -> int:
@@ -138,25 +143,22 @@ def main(argv=None) -> int:
     info = {**device_info(), "torch": torch.__version__, "torch_cuda": torch.version.cuda}
     rows = []
     for n in a.sizes:
-        torch.manual_seed(n)
-        A = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-        B = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)       # (N, K)
+        A, B, Ac, Bc = e4m3_inputs(n, n, n, n)      # B is (N, K)
         one = torch.ones((), device="cuda")
         # per-tensor scales of the precise baseline (and of scales=tensor configs): not powers of two, so
         # --check tells a scale applied in the epilogue from one applied at each promotion
         tsa, tsb = torch.tensor(0.3, device="cuda"), torch.tensor(0.7, device="cuda")
-        Ac = cp.asarray(A.view(torch.uint8))
-        Bc = cp.asarray(B.view(torch.uint8))
         KB = n // 128
         # scales in [0.5, 2): the same arithmetic as ones (the timing does not depend on them), and the
         # blockwise cuBLAS baseline gets the same ones, so --check compares the same computation
         rs = cp.random.RandomState(n)
         sa = (0.5 + 1.5 * rs.random_sample((n, KB))).astype(cp.float32)
         sb = (0.5 + 1.5 * rs.random_sample((KB, -(-n // 128)))).astype(cp.float32)
-        block = _blockwise_cublas(A, B, sa, sb) if any(c.promote for c in cfgs) and a.blockwise else (None, "not asked")
-        if block[0] is not None:
-            block = (block[0], block[1], block[0]() if a.check else None, _kernel_names(block[0]))
-        print(f"{n}^3 blockwise cuBLAS baseline: {block[1]}", flush=True)
+        f_block, block_api = (_blockwise_cublas(A, B, sa, sb) if any(c.promote for c in cfgs) and a.blockwise
+                              else (None, "not asked"))
+        block_ref = f_block() if f_block is not None and a.check else None
+        block_kern = _kernel_names(f_block) if f_block is not None else None
+        print(f"{n}^3 blockwise cuBLAS baseline: {block_api}", flush=True)
         cublas = {}
         for fast in sorted({not c.promote for c in cfgs}):
             def f(A=A, B=B, fast=fast, s1=one if fast else tsa, s2=one if fast else tsb):
@@ -175,12 +177,12 @@ def main(argv=None) -> int:
                  "config": cfg.name, "cublas_tflops": flops / t_cublas / 1e12,
                  "ours_tflops": flops / t_ours / 1e12, "ratio": t_cublas / t_ours, "cublas_kernels": kern,
                  "grid": list(getattr(launch, "grid", ())), **state}
-            if not fast and not tensor and block[0] is not None:   # the same recipe in cuBLAS (1x128 / 128x128 scales)
-                tb, tq = _time_pair(block[0], launch, a.reps, a.trials)
+            if not fast and not tensor and f_block is not None:   # the same recipe in cuBLAS (1x128 / 128x128 scales)
+                tb, tq = _time_pair(f_block, launch, a.reps, a.trials)
                 r.update(cublas_blockwise_tflops=flops / tb / 1e12, ours_tflops_beside_blockwise=flops / tq / 1e12,
-                         ratio_blockwise=tb / tq, cublas_blockwise_api=block[1], cublas_blockwise_kernels=block[3])
+                         ratio_blockwise=tb / tq, cublas_blockwise_api=block_api, cublas_blockwise_kernels=block_kern)
             elif not fast and not tensor:
-                r["cublas_blockwise_api"] = block[1]
+                r["cublas_blockwise_api"] = block_api
             if getattr(launch, "kernel_only", None) is not None:     # what the scale-layout kernel costs
                 tc, tk = _time_pair(f_cublas, launch.kernel_only, a.reps, a.trials)
                 r["ours_kernel_only_tflops"], r["cublas_tflops_beside_kernel_only"] = flops / tk / 1e12, flops / tc / 1e12
@@ -188,11 +190,9 @@ def main(argv=None) -> int:
                 launch()
                 cp.cuda.runtime.deviceSynchronize()
                 ours = torch.as_tensor(D.view(cp.int16), device="cuda").view(torch.bfloat16).float()
-                if fast or tensor or block[0] is None:
-                    r["max_rel_diff_vs_cublas"] = float((ours - ref.float()).abs().max() / ref.float().abs().max())
-                else:       # (blockwise scales: compare with the blockwise baseline)
-                    bref = block[2].float()
-                    r["max_rel_diff_vs_cublas"] = float((ours - bref).abs().max() / bref.abs().max())
+                # (blockwise scales: compared with the blockwise baseline where it ran)
+                want = (ref if fast or tensor or block_ref is None else block_ref).float()
+                r["max_rel_diff_vs_cublas"] = float((ours - want).abs().max() / want.abs().max())
             rows.append(r)
             extra = f"   rel diff {r['max_rel_diff_vs_cublas']:.2e}" if a.check else ""
             if state:

@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from bench.bench_gemm_kernel import _gpu_state, _time_pair
-    from gpu.kernels.gemm_fp8 import launcher, parse_config
+    from bench.bench_gemm_kernel import _gpu_state, _time_pair, e4m3_inputs
+    from gpu.kernels.gemm_fp8 import launcher, parse_config, tile_count
     from gpu.kernels.runtime import device_info
 
     p = argparse.ArgumentParser()
@@ -41,10 +41,7 @@ def main(argv=None) -> int:
         cfg = parse_config(text)
         ts = []
         for K in a.ks:
-            torch.manual_seed(K)
-            A = torch.randn(n, K, device="cuda").to(torch.float8_e4m3fn)
-            B = torch.randn(n, K, device="cuda").to(torch.float8_e4m3fn)
-            Ac, Bc = cp.asarray(A.view(torch.uint8)), cp.asarray(B.view(torch.uint8))
+            A, B, Ac, Bc = e4m3_inputs(n, n, K, K)
             KB = K // 128
             sa = cp.ones((n, KB), cp.float32) if cfg.promote else None
             sb = cp.ones((KB, -(-n // 128)), cp.float32) if cfg.promote else None
@@ -62,7 +59,7 @@ def main(argv=None) -> int:
                   f"  {st.get('sm_clock_mhz', 0):.0f} MHz", flush=True)
         kbs = np.array(a.ks) / 128
         slope, icpt = np.polyfit(kbs, np.array(ts), 1)
-        tiles = -(-n // 128) * -(-n // cfg.bn)
+        tiles = tile_count(n, n, cfg.bn)
         waves = tiles / launch.grid[0]
         clk = np.mean([r.get("sm_clock_mhz", 0) for r in rows if r["config"] == cfg.name]) * 1e6
         per_kb_cycles = slope / waves * clk * (128 / cfg.bn)      # per 128 x 128 x 128 block on one SM

@@ -3,7 +3,7 @@ import sys, json
 sys.path.insert(0, ".")
 import cupy as cp, torch
 import gpu.kernels.gemm_fp8 as G
-from bench.bench_gemm_kernel import _time_pair
+from bench.bench_gemm_kernel import _time_pair, e4m3_inputs
 
 orig = G.kernel_source
 GM = {"v": 8}
@@ -14,11 +14,8 @@ def hacked(cfg):
 G.kernel_source = hacked
 rows = []
 for n in (8192, 4096):
-    torch.manual_seed(n)
-    A = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    B = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    A, B, Ac, Bc = e4m3_inputs(n, n, n, n)
     tsa, tsb = torch.tensor(0.3, device="cuda"), torch.tensor(0.7, device="cuda")
-    Ac, Bc = cp.asarray(A.view(torch.uint8)), cp.asarray(B.view(torch.uint8))
     f = lambda: torch._scaled_mm(A, B.t(), tsa, tsb, out_dtype=torch.bfloat16, use_fast_accum=False)
     ref = f()
     for t in ("scales=tensor", "scales=tensor,bn=144"):
