@@ -10,6 +10,7 @@ import struct
 import subprocess
 
 import pytest
+from host_cxx import assemble_sm90a, needs_nvcc
 
 from gpu.kernels import sass
 from refmodel.errors import InputError
@@ -92,18 +93,13 @@ def test_errors():
             sass.ffma_yield(_cubin([(FFMA_LO, 0)]), bad)
 
 
-_TOOLS = shutil.which("nvcc") and shutil.which("cuobjdump")
-
-
-@pytest.mark.skipif(not _TOOLS, reason="needs nvcc and cuobjdump on PATH")
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="cuobjdump not on PATH")
 def test_against_cuobjdump_on_the_gemm_kernel(tmp_path):
     from gpu.kernels.gemm_fp8 import GemmConfig, kernel_source
-    from gpu.kernels.runtime import PRELUDE
 
-    src = tmp_path / "k.cu"
-    src.write_text(PRELUDE + kernel_source(GemmConfig()))
-    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-std=c++17", "-ftz=false", "-o", str(tmp_path / "k.cubin"),
-                    str(src)], check=True, capture_output=True)
+    r = assemble_sm90a(kernel_source(GemmConfig()), tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
     cub = (tmp_path / "k.cubin").read_bytes()
     new, rep = sass.ffma_yield(cub, 9)
     (tmp_path / "y.cubin").write_bytes(new)

@@ -46,9 +46,8 @@ def performance_page() -> str:
         if key not in best or like_for_like(r) > like_for_like(best[key]):
             best[key] = r
     order = sorted(best, key=lambda x: (x[0] != "precise", x[1], x[2]))
-    best_txt = "; ".join(f"{m} ({rc} scales) {n}^3: {like_for_like(best[(m, rc, n)]):.2f}x "
-                         f"(`{best[(m, rc, n)]['config']}`)" if m == "precise" else
-                         f"{m} {n}^3: {like_for_like(best[(m, rc, n)]):.2f}x (`{best[(m, rc, n)]['config']}`)"
+    label = lambda m, rc: f"{m} ({rc} scales)" if m == "precise" else m
+    best_txt = "; ".join(f"{label(m, rc)} {n}^3: {like_for_like(best[(m, rc, n)]):.2f}x (`{best[(m, rc, n)]['config']}`)"
                          for m, rc, n in order)
     groups = sorted({(m, rc) for m, rc, _ in best}, key=lambda x: (x[0] != "precise", x[1]))
     ahead = ", ".join(f"{m}" + (f" with {rc} scales" if m == "precise" else "") for m, rc in groups

@@ -45,6 +45,7 @@ import numpy as np
 from gpu.kernels import gemm_fp8_source as _src
 from gpu.kernels.layouts import _SBASE, TMAP_DTYPE, _set_smem, encode_tensor_map
 from gpu.kernels.runtime import compile_module, max_active_clusters, require_device
+from gpu.kernels.sass import check_sixteenths
 from refmodel.errors import InputError
 
 BM, BN, BK = 128, 128, 128
@@ -107,10 +108,8 @@ class GemmConfig:
             raise InputError("broken variants exist only for schedule='simple'")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # (frozen: resolve defaults once)
         set_("schedule", sched)
-        fy = self.ffma_yield
-        if not isinstance(fy, int) or isinstance(fy, bool) or not 0 <= fy <= 16:
-            raise InputError(f"ffma_yield is in sixteenths of each FFMA run, an integer in 0..16, got {fy!r}")
-        if fy and not self.promote:
+        check_sixteenths(self.ffma_yield)
+        if self.ffma_yield and not self.promote:
             raise InputError("ffma_yield needs promote=True (without promotion the kernel has no FFMAs)")
         if self.cluster not in (1, 2) or isinstance(self.cluster, bool):
             raise InputError(f"cluster must be 1 or 2, got {self.cluster!r}")
@@ -392,10 +391,15 @@ def _tmap(ptr: int, rows: int, cols: int, eb: int, box_rows: int, box_cols: int)
     return tm[()]
 
 
+def tile_count(M: int, N: int, bn: int) -> int:
+    """How many 128 x ``bn`` tiles cover an M x N output."""
+    return -(-M // BM) * -(-N // bn)
+
+
 def tile_rounds(M: int, N: int, bn: int, sms: int = 132) -> int:
     """Rounds of tiles a persistent launch of ``sms`` CTAs runs on an M x N output with 128 x ``bn``
     tiles: the busiest CTA's tile count."""
-    return -(-(-(-M // BM) * -(-N // bn)) // sms)
+    return -(-tile_count(M, N, bn) // sms)
 
 
 def choose_bn(M: int, N: int, candidates: tuple[int, ...] = (128, 144), sms: int = 132) -> int:
@@ -409,7 +413,7 @@ def choose_bn(M: int, N: int, candidates: tuple[int, ...] = (128, 144), sms: int
 def tensor_config(M: int, N: int, sms: int = 132, **kw) -> GemmConfig:
     """The per-tensor-scales config (torch._scaled_mm's precise recipe) for an M x N output: bn by
     :func:`choose_bn`; other GemmConfig fields from ``kw``."""
-    return GemmConfig(scales="tensor", bn=choose_bn(M, N, (128, 144), sms), **kw)
+    return GemmConfig(scales="tensor", bn=choose_bn(M, N, sms=sms), **kw)
 
 
 def _sm_count(cp) -> int:
@@ -435,8 +439,8 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
         raise InputError("M and N must be positive multiples of 16 (TMA row strides are 16-byte aligned for the bf16 output)")
     A, B = cp.ascontiguousarray(A), cp.ascontiguousarray(B)
     KB, NB = K // BK, -(-N // BN)
-    one = np.ones((), np.float32)
     if cfg.scales == "tensor":      # one float each, read by the kernel on the device (no host sync)
+        one = np.ones((), np.float32)
         sa = cp.asarray(one if scale_a is None else scale_a, dtype=cp.float32).reshape(-1)
         sb = cp.asarray(one if scale_b is None else scale_b, dtype=cp.float32).reshape(-1)
         if sa.size != 1 or sb.size != 1:
@@ -456,7 +460,7 @@ def launcher(a, b_nk, scale_a=None, scale_b=None, *, cfg: GemmConfig = GemmConfi
     td = _tmap(int(D.data.ptr), M, N, 2, 64 if persistent else BM, 64) if cfg.out == "bf16" else ta
     k = compile_module(kernel_source(cfg), ffma_yield=cfg.ffma_yield).get_function("gemm_fp8")
     _set_smem(k, cfg.smem_bytes)
-    tiles = -(-N // cfg.bn) * -(-M // BM)
+    tiles = tile_count(M, N, cfg.bn)
     if cfg.cluster == 2:      # CTA pairs: rows 2p and 2p+1 of one column block
         # a persistent kernel must launch no more pairs than fit at once: a pair that waits for a free
         # one runs its whole share of tiles after the others (#SMs / 2 is not that number when GPCs

@@ -201,7 +201,6 @@ def compile_module(src: str, *, options: tuple[str, ...] = NVRTC_OPTIONS, ffma_y
     (:func:`cache_dir`).  ``ffma_yield`` > 0 applies :func:`gpu.kernels.sass.ffma_yield` to the cubin
     (scheduling bits only).  Returns a ``cupy.RawModule`` (``get_function``, ``get_global``)."""
     import os
-    import threading
 
     cp = require_device()
     code = PRELUDE + src

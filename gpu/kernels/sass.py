@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from itertools import groupby
 
 from refmodel.errors import InputError
 
@@ -79,15 +80,19 @@ def is_ffma(low: int) -> bool:
 
 def ffma_runs(words: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """``(start, length)`` of each run of at least MIN_RUN consecutive FFMAs in ``words``."""
-    runs, start = [], None
-    for i, (lo, _) in enumerate(words + [(0, 0)]):
-        if i < len(words) and is_ffma(lo):
-            start = i if start is None else start
-        elif start is not None:
-            if i - start >= MIN_RUN:
-                runs.append((start, i - start))
-            start = None
+    runs, at = [], 0
+    for ffma, group in groupby(words, key=lambda w: is_ffma(w[0])):
+        n = sum(1 for _ in group)
+        if ffma and n >= MIN_RUN:
+            runs.append((at, n))
+        at += n
     return runs
+
+
+def check_sixteenths(sixteenths) -> None:
+    """Raise SassError unless ``sixteenths`` (the share of each FFMA run to rewrite) is an int in 0..16."""
+    if not isinstance(sixteenths, int) or isinstance(sixteenths, bool) or not 0 <= sixteenths <= 16:
+        raise SassError(f"ffma_yield is in sixteenths of each FFMA run, an integer in 0..16, got {sixteenths!r}")
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,7 @@ class YieldReport:
 def ffma_yield(cubin: bytes, sixteenths: int) -> tuple[bytes, YieldReport]:
     """The cubin with the FFMA-yield rewrite applied to the leading ``sixteenths``/16 of every FFMA run
     (0: unchanged; 9: DeepGEMM's share; 16: whole runs), and what changed."""
-    if not isinstance(sixteenths, int) or isinstance(sixteenths, bool) or not 0 <= sixteenths <= 16:
-        raise SassError(f"ffma_yield is in sixteenths of each FFMA run, an integer in 0..16, got {sixteenths!r}")
+    check_sixteenths(sixteenths)
     buf = bytearray(cubin)
     runs = ffmas = changed = 0
     for sec in code_sections(cubin):

@@ -51,7 +51,7 @@ def scales_for(cfg, sa, sb):
     """The scales a kernel config takes from a case's (M, K/128) and (K/128, N/128) ones: as they are, or
     with per-tensor scales (``scales="tensor"``) their first values (non-powers of two: applied in the
     epilogue, not at each promotion, they round differently)."""
-    if getattr(cfg, "scales", None) == "tensor":
+    if cfg.scales == "tensor":
         return np.float32(sa.flat[0]), np.float32(sb.flat[0])
     return sa, sb
 

@@ -35,18 +35,20 @@ def kernel_reference(a, b_nk, scale_a=None, scale_b=None, *, promote: bool = Tru
     Mp, Np = -(-M // 64) * 64, -(-N // BN) * BN
     ap = np.zeros((Mp, K), a.dtype)
     ap[:M] = a
-    bp = np.zeros((K, Np), a.dtype)
-    bp[:, :N] = b_nk.T
-    kw: dict[str, Any] = {}
     if tensor_scales:
         if not promote:
             raise InputError("tensor_scales needs promote=True")
         one = np.float32(1)
         sa = one if scale_a is None else np.float32(np.asarray(scale_a, np.float32).reshape(-1)[0])
         sb = one if scale_b is None else np.float32(np.asarray(scale_b, np.float32).reshape(-1)[0])
-        d = scaled_mm(ap.view(np.uint8), np.ascontiguousarray(bp.T).view(np.uint8), sa, sb,
+        bnp = np.zeros((Np, K), a.dtype)
+        bnp[:N] = b_nk
+        d = scaled_mm(ap.view(np.uint8), bnp.view(np.uint8), sa, sb,
                       out_dtype="bf16" if out == "bf16" else "f32", use_fast_accum=False)
         return np.ascontiguousarray(d[:M, :N])
+    bp = np.zeros((K, Np), a.dtype)
+    bp[:, :N] = b_nk.T
+    kw: dict[str, Any] = {}
     if promote:
         KB = K // BK
         sap = np.ones((Mp, KB), np.float32)
