@@ -63,6 +63,17 @@ def _fma_f64(typingctx, a, b, c):
     return sig, codegen
 
 
+@intrinsic
+def _fma_f32(typingctx, a, b, c):
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        flt = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(flt, [flt, flt, flt]), "llvm.fma.f32")
+        return builder.call(fn, args)
+    return sig, codegen
+
+
 @numba.njit(cache=True, inline="always")
 def f32(x):
     """float32 value of a bit pattern (any integer type)."""
@@ -111,6 +122,18 @@ def fmul(a, b):
 def fmul_ftz(a, b):
     """FMUL.FTZ."""
     return ftz_in(bits32(f32(ftz_in(a)) * f32(ftz_in(b))))
+
+
+@numba.njit(cache=True, inline="always")
+def ffma(a, b, c):
+    """FFMA: RN(a*b + c) with one rounding, subnormals kept (bit patterns)."""
+    return bits32(_fma_f32(f32(a), f32(b), f32(c)))
+
+
+@numba.njit(cache=True, inline="always")
+def ffma_ftz(a, b, c):
+    """FFMA.FTZ."""
+    return ftz_in(bits32(_fma_f32(f32(ftz_in(a)), f32(ftz_in(b)), f32(ftz_in(c)))))
 
 
 @numba.njit(cache=True, inline="always")

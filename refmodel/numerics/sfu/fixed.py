@@ -25,10 +25,10 @@ def square17(x: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True, inline="always")
 def square17_scalar(x):
+    """:func:`square17` of one integer (branch-free: each partial product masked by its bit)."""
     res = 0
     for i in range(17):
-        if (x >> i) & 1:
-            res += x >> (18 - i)
+        res += (-((x >> i) & 1)) & (x >> (18 - i))
     return res >> 1
 
 
