@@ -24,3 +24,7 @@ class DTypeError(WgrefError, TypeError):
 
 class DeviceError(WgrefError, RuntimeError):
     """No usable GPU: cupy missing, no driver, or not an sm_90 device."""
+
+
+class UnmodelledError(WgrefError, NotImplementedError):
+    """The instruction is valid and recorded on the H200, but wgref has no model that reproduces it."""

@@ -134,7 +134,45 @@ def fit_all(d) -> dict[str, list]:
     xl = np.concatenate(xls)
     tables["sin"] = fit_table("sin", 64, np.concatenate(idxs), xl, square17(xl), np.concatenate(los),
                               np.concatenate(his), 11)
+    tables["tanh"] = fit_tanh(d)
     return tables
+
+
+# MUFU.TANH: index bits per binade k = -8..2 (segments of [2^-8, 8)); the rest is found per segment
+TANH_INDEX_BITS = (0, 0, 0, 1, 1, 2, 2, 2, 3, 4, 3)
+TANH_GUARD = 15
+
+
+def fit_tanh(d) -> list:
+    """(k, seg, U, A, B, C) per segment: R = (A << 15) + B*xl + C*sq(xl) is the result in units of
+    2**-(U+15), truncated to a float32.  Per segment the smallest number of guard bits g with an
+    integer solution is searched; that solution must be unique, and is rescaled to g = 15 (exact)."""
+    xl = np.arange(1 << 17, dtype=np.int64)
+    sq = square17(xl)
+    rows = []
+    for k in range(-8, 3):
+        out = d[("tanh.approx.f32", (127 + k) << 23)]
+        nb = TANH_INDEX_BITS[k + 8]
+        blocks = out.reshape(-1, 1 << (6 - nb))
+        if not (blocks == blocks[:, :1]).all():
+            raise SystemExit(f"tanh: binade 2^{k}: the output depends on input bits the model ignores")
+        v = blocks[:, 0]
+        for seg in range(1 << nb):
+            vv = v[seg << 17:(seg + 1) << 17]
+            u = 150 - int(((vv >> 23) & 0xFF).min())
+            m = (vv & 0x7FFFFF) | 0x800000
+            sh = ((vv >> 23) & 0xFF) - 150 + u
+            y = m << sh
+            for g in range(TANH_GUARD + 1):
+                sols = solve(xl, sq, y << g, ((y + (1 << sh)) << g) - 1, 0)
+                if sols:
+                    break
+            if len(sols) != 1 or sols[0][0] % (1 << g):
+                raise SystemExit(f"tanh k={k} seg={seg}: {len(sols)} solutions at {g} guard bits")
+            a, b, c = sols[0]
+            rows.append((k, seg, u, a >> g, b << (TANH_GUARD - g), c << (TANH_GUARD - g)))
+    print(f"tanh: {len(rows)} segments over 11 binades")
+    return rows
 
 
 def write_tables(tables, path: Path) -> None:
@@ -142,9 +180,15 @@ def write_tables(tables, path: Path) -> None:
              "tools/sfu_fit.py (generated: do not edit).  One row (A, B, C) per segment; see mufu.py.\"\"\"",
              "", "import numpy as np", ""]
     for name, tab in tables.items():
-        lines.append(f"{name.upper()} = np.array([")
-        for i in range(0, len(tab), 4):
-            lines.append("    " + " ".join(f"({a:#09x}, {b:6d}, {c:5d})," for a, b, c in tab[i:i + 4]))
+        if name == "tanh":
+            lines.append("# (k, segment, U, A, B, C): binade 2^k, output unit 2^-(U+15)")
+            lines.append("TANH = np.array([")
+            for i in range(0, len(tab), 3):
+                lines.append("    " + " ".join(f"({k:2d}, {g:2d}, {u}, {a:8d}, {b:8d}, {c:7d})," for k, g, u, a, b, c in tab[i:i + 3]))
+        else:
+            lines.append(f"{name.upper()} = np.array([")
+            for i in range(0, len(tab), 4):
+                lines.append("    " + " ".join(f"({a:#09x}, {b:6d}, {c:5d})," for a, b, c in tab[i:i + 4]))
         lines.append("], dtype=np.int64)")
         lines.append("")
     path.write_text("\n".join(lines))

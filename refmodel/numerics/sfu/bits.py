@@ -120,8 +120,12 @@ def fmul(a, b):
 
 @numba.njit(cache=True, inline="always")
 def fmul_ftz(a, b):
-    """FMUL.FTZ."""
-    return ftz_in(bits32(f32(ftz_in(a)) * f32(ftz_in(b))))
+    """FMUL.FTZ: subnormal operands read as signed zeros; a result whose exact magnitude is below
+    2**-126 is a signed zero, even where it would round up to 2**-126 (seen on the H200: div.approx.ftz)."""
+    p = np.float64(f32(ftz_in(a))) * np.float64(f32(ftz_in(b)))     # exact
+    if abs(p) < 1.1754943508222875e-38:
+        return 0x80000000 if p < 0.0 or (p == 0.0 and ((a ^ b) >> 31) & 1) else 0
+    return bits32(np.float32(p))
 
 
 @numba.njit(cache=True, inline="always")
@@ -132,8 +136,14 @@ def ffma(a, b, c):
 
 @numba.njit(cache=True, inline="always")
 def ffma_ftz(a, b, c):
-    """FFMA.FTZ."""
-    return ftz_in(bits32(_fma_f32(f32(ftz_in(a)), f32(ftz_in(b)), f32(ftz_in(c)))))
+    """FFMA.FTZ: as :func:`fmul_ftz`, the flush decided on the unrounded result (its float64 FMA,
+    which is below 2**-126 exactly when the exact result is, 2**-126 being a float64)."""
+    fa, fb, fc = f32(ftz_in(a)), f32(ftz_in(b)), f32(ftz_in(c))
+    v = _fma_f64(np.float64(fa), np.float64(fb), np.float64(fc))
+    r = bits32(_fma_f32(fa, fb, fc))
+    if v == v and abs(v) < 1.1754943508222875e-38:
+        return r & 0x80000000
+    return r
 
 
 @numba.njit(cache=True, inline="always")

@@ -28,7 +28,9 @@ from __future__ import annotations
 import numba
 
 from .fixed import square17_scalar as _sq
-from .tables import EX2 as _EX2, LG2 as _LG2, RCP as _RCP, RSQRT as _RSQ, SIN as _SIN, SQRT as _SQRT
+import numpy as np
+
+from .tables import EX2 as _EX2, LG2 as _LG2, RCP as _RCP, RSQRT as _RSQ, SIN as _SIN, SQRT as _SQRT, TANH as _TANH
 
 CNAN = 0x7FFFFFFF          # the canonical NaN every MUFU result NaN is
 INF = 0x7F800000
@@ -274,3 +276,36 @@ def mufu_sincos(r, cos):
     res = (_SIN[i, 0] << 11) + _SIN[i, 1] * xl + _SIN[i, 2] * _sq(xl)
     res, ex = _normalise(res, 127, 37)
     return mkfin(sx, ex, res >> 14, True)
+
+
+# MUFU.TANH: segments of [2^-8, 8), nb index bits in binade 2^k (k = -8..2); row = first row of the
+# binade + the top nb fraction bits; the 17 fraction bits after them are x (the last 6 - nb unused)
+_TANH_NB = np.array([0, 0, 0, 1, 1, 2, 2, 2, 3, 4, 3], dtype=np.int64)
+_TANH_FIRST = np.concatenate([[0], np.cumsum(1 << _TANH_NB)[:-1]]).astype(np.int64)
+_TANH_COEF = np.ascontiguousarray(_TANH[:, 2:])          # U, A, B, C
+
+
+@numba.njit(cache=True)
+def mufu_tanh(x):
+    """MUFU.TANH: tanh(x), odd.  |x| < 2**-8 passes through unchanged (zeros and subnormals
+    included: no flush), |x| >= 8 gives +-1; in between a quadratic per segment whose value R is
+    the result in units of 2**-(U+15), truncated to 24 significant bits."""
+    s = x & 0x80000000
+    a = x & 0x7FFFFFFF
+    e = a >> 23
+    if a > 0x7F800000:
+        return CNAN
+    if e < 119:
+        return x
+    if e >= 130:
+        return s | 0x3F800000
+    f = a & 0x7FFFFF
+    nb = _TANH_NB[e - 119]
+    row = _TANH_FIRST[e - 119] + (f >> (23 - nb))
+    xl = (f >> (6 - nb)) & 0x1FFFF
+    u = _TANH_COEF[row, 0]
+    r = (_TANH_COEF[row, 1] << 15) + _TANH_COEF[row, 2] * xl + _TANH_COEF[row, 3] * _sq(xl)
+    n = 0
+    while (r >> n) >= (1 << 24):
+        n += 1
+    return s | ((135 + n - u) << 23) | ((r >> n) & 0x7FFFFF)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .bits import bits64, dfma, f32, f64, fabs_gt, fabs_lt, fadd, fmul, fmul_ftz, fmul_rz
 from .mufu import (ONE_OVER_TAU, mufu_ex2, mufu_lg2, mufu_rcp, mufu_rcp64h, mufu_rsq, mufu_rsq64h, mufu_sincos,
-                   mufu_sqrt)
+                   mufu_sqrt, mufu_tanh)
 
 TWO24 = 0x4B800000        # 2**24
 MIN_NORMAL = 1.1754943508222875e-38   # 2**-126
@@ -241,3 +241,51 @@ def ex2_f16x2(w):
 @numba.njit(cache=True)
 def ex2_ftz_bf16x2(w):
     return ex2_ftz_bf16(w & 0xFFFF) | (ex2_ftz_bf16((w >> 16) & 0xFFFF) << 16)
+
+
+@numba.njit(cache=True)
+def tanh_f32(x):
+    return mufu_tanh(x)
+
+
+@numba.njit(cache=True)
+def tanh_f16(h):
+    # MUFU.TANH.F16: TANH of the exact float32 value, truncated to float16
+    return f32_to_f16_trunc(mufu_tanh(f16_to_f32(h)))
+
+
+@numba.njit(cache=True)
+def tanh_bf16(h):
+    # MUFU.TANH.BF16: TANH of the bfloat16 as float32, truncated to bfloat16 (NaN -> 0x7fff)
+    return mufu_tanh(h << 16) >> 16
+
+
+@numba.njit(cache=True)
+def tanh_f16x2(w):
+    return tanh_f16(w & 0xFFFF) | (tanh_f16((w >> 16) & 0xFFFF) << 16)
+
+
+@numba.njit(cache=True)
+def tanh_bf16x2(w):
+    return tanh_bf16(w & 0xFFFF) | (tanh_bf16((w >> 16) & 0xFFFF) << 16)
+
+
+#: the model of each form, in :data:`.forms.SFU_FORMS` order; forms missing here have none yet
+UNARY = (
+    ("ex2.approx.f32", ex2_f32), ("ex2.approx.ftz.f32", ex2_ftz_f32),
+    ("lg2.approx.f32", lg2_f32), ("lg2.approx.ftz.f32", lg2_ftz_f32),
+    ("rcp.approx.f32", rcp_f32), ("rcp.approx.ftz.f32", rcp_ftz_f32),
+    ("rsqrt.approx.f32", rsqrt_f32), ("rsqrt.approx.ftz.f32", rsqrt_ftz_f32),
+    ("sqrt.approx.f32", sqrt_f32), ("sqrt.approx.ftz.f32", sqrt_ftz_f32),
+    ("sin.approx.f32", sin_f32), ("sin.approx.ftz.f32", sin_ftz_f32),
+    ("cos.approx.f32", cos_f32), ("cos.approx.ftz.f32", cos_ftz_f32),
+    ("rcp.approx.ftz.f64", rcp_ftz_f64), ("rsqrt.approx.f64", rsqrt_f64), ("rsqrt.approx.ftz.f64", rsqrt_ftz_f64),
+    ("ex2.approx.f16", ex2_f16), ("ex2.approx.f16x2", ex2_f16x2),
+    ("ex2.approx.ftz.bf16", ex2_ftz_bf16), ("ex2.approx.ftz.bf16x2", ex2_ftz_bf16x2),
+    ("tanh.approx.f32", tanh_f32), ("tanh.approx.f16", tanh_f16), ("tanh.approx.f16x2", tanh_f16x2),
+    ("tanh.approx.bf16", tanh_bf16), ("tanh.approx.bf16x2", tanh_bf16x2),
+)
+BINARY = (
+    ("div.approx.f32", div_approx_f32), ("div.approx.ftz.f32", div_approx_ftz_f32),
+    ("div.full.f32", div_full_f32), ("div.full.ftz.f32", div_full_ftz_f32),
+)
