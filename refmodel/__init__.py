@@ -39,6 +39,8 @@ from .wgmma_sp_forms import WGMMA_SP_FORMS, parse_wgmma_sp
 from .numerics.sparse import compress, decompress, prune_2_4, kept_positions, wgmma_sp, wgmma_sp_reference, gemm_sp
 from .layouts.sparse_meta import meta_holders, pack_meta, unpack_meta
 from .machine.sparse import wgmma_sp_registers
+from .numerics.sfu.unit import sfu
+from .numerics.sfu.forms import SFU_FORMS, parse_sfu
 from .interop import accepts_frameworks as _accepts_frameworks
 from .validate import check_real_scalar as _check_real_scalar
 

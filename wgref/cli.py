@@ -13,7 +13,7 @@ import re
 import sys
 
 from refmodel.errors import WgrefError
-from wgref.commands import explain, explore, fp8, fuzz, golden, infer, layout, pipeline, verify
+from wgref.commands import explain, explore, fp8, fuzz, golden, infer, layout, pipeline, sfu, verify
 from wgref.commands.common import COMMANDS
 from wgref.commands.fuzz import RECORD_KINDS
 
@@ -23,7 +23,7 @@ _SUBPARSERS = (
     fp8.add_error_parser, fuzz.add_fuzz_parser, fuzz.add_merge_parser, golden.add_golden_parser,
     verify.add_replay_parser, fuzz.add_record_parser, layout.add_layout_parser, layout.add_desc_parser,
     verify.add_verify_parser, pipeline.add_pipeline_parser, infer.add_infer_parser, explore.add_explore_parser,
-    explain.add_explain_parser,
+    explain.add_explain_parser, sfu.add_sfu_parser,
 )
 
 # a value such as -1.5, -inf, -nan, -0x1.8p3 or -1e-3 is a value, not an option

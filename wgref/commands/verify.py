@@ -49,6 +49,10 @@ def cmd_verify(args) -> int:
               file=sys.stderr)
         return 2
     full = not args.quick
+    if getattr(args, "sfu_exhaustive", False):
+        from refmodel.verify import replay_sfu
+
+        replay_sfu.EXHAUSTIVE = True
     rows, scopes = [], []
     t0 = time.time()
     progress = (not args.json) and sys.stderr.isatty()
@@ -184,6 +188,8 @@ def add_verify_parser(sub) -> None:
     """``wgref verify``: every hardware fixture."""
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
     v.add_argument("--quick", action="store_true", help="check the 2^32 sweeps on a subset of chunks only")
+    v.add_argument("--sfu-exhaustive", action="store_true",
+                   help="recompute every chunk of the SFU sweeps (all 2^32 inputs of every form; ~30 s a form on 2 cores)")
     v.add_argument("--full", action="store_true", help="check everything (the default; kept as an alias)")
     v.add_argument("--feature", action="append", help="only this feature (repeatable)")
     v.add_argument("--fixtures", default=None, help="fixtures directory (default: the package's)")

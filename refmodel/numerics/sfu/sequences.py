@@ -289,3 +289,39 @@ BINARY = (
     ("div.approx.f32", div_approx_f32), ("div.approx.ftz.f32", div_approx_ftz_f32),
     ("div.full.f32", div_full_f32), ("div.full.ftz.f32", div_full_ftz_f32),
 )
+
+
+#: the SASS ptxas 13.0 emits for each form (sm_90a), as the models above follow it
+SASS = {
+    "ex2.approx.ftz.f32": "MUFU.EX2",
+    "ex2.approx.f32": "x < -126 ? (x*0.5, MUFU.EX2, y*y) : MUFU.EX2",
+    "lg2.approx.ftz.f32": "MUFU.LG2",
+    "lg2.approx.f32": "|x| < 2^-126 ? (x*2^24, MUFU.LG2, y + -24) : MUFU.LG2",
+    "rcp.approx.ftz.f32": "MUFU.RCP",
+    "rcp.approx.f32": "s = |x| > 2^126 ? 0.25 : |x| < 2^-126 ? 2^24 : 1; s * MUFU.RCP(x*s)",
+    "rsqrt.approx.ftz.f32": "MUFU.RSQ",
+    "rsqrt.approx.f32": "|x| < 2^-126 ? (x*2^24, MUFU.RSQ, y*2^12) : MUFU.RSQ",
+    "sqrt.approx.ftz.f32": "MUFU.SQRT",
+    "sqrt.approx.f32": "|x| < 2^-126 ? (x*2^24, MUFU.SQRT, y*2^-12) : MUFU.SQRT",
+    "sin.approx.f32": "FMUL.RZ x*0x3e22f983 (1/2pi); MUFU.SIN",
+    "sin.approx.ftz.f32": "FMUL.RZ x*0x3e22f983 (1/2pi); MUFU.SIN",
+    "cos.approx.f32": "FMUL.RZ x*0x3e22f983 (1/2pi); MUFU.COS",
+    "cos.approx.ftz.f32": "FMUL.RZ x*0x3e22f983 (1/2pi); MUFU.COS",
+    "tanh.approx.f32": "MUFU.TANH",
+    "div.approx.f32": "|b| < 2^-126 ? (a, b *= 2^24); MUFU.RCP(b) * a",
+    "div.approx.ftz.f32": "FMUL.FTZ a * MUFU.RCP(b)",
+    "div.full.f32": "|b| > 2^126 ? (a, b *= 0.25); |b| < 2^-126 ? (a, b *= 2^24); MUFU.RCP(b) * a",
+    "div.full.ftz.f32": "|b| > 2^126 ? (a, b *= 0.25, FTZ); FMUL.FTZ MUFU.RCP(b) * a",
+    "rcp.approx.ftz.f64": "MUFU.RCP64H of the high word; low word 0",
+    "rsqrt.approx.ftz.f64": "MUFU.RSQ64H of the high word; low word 0",
+    "rsqrt.approx.f64": "y0 = MUFU.RSQ64H; e = DFMA(x, -DMUL(y0, y0), 1); DFMA(DFMA(e, 0.375, 0.5), DMUL(y0, e), y0); "
+                        "slow path for 0, subnormal (x*2^54 ... *2^27), negative, Inf, NaN",
+    "ex2.approx.f16": "MUFU.EX2.F16 (EX2 of the float32 value, truncated to f16, overflow to Inf)",
+    "ex2.approx.f16x2": "MUFU.EX2.F16 on each half; PRMT",
+    "ex2.approx.ftz.bf16": "MUFU.EX2.BF16 (EX2 of the float32 value, truncated to bf16)",
+    "ex2.approx.ftz.bf16x2": "MUFU.EX2.BF16 on each half; PRMT",
+    "tanh.approx.f16": "MUFU.TANH.F16 (TANH of the float32 value, truncated to f16)",
+    "tanh.approx.f16x2": "MUFU.TANH.F16 on each half; PRMT",
+    "tanh.approx.bf16": "MUFU.TANH.BF16 (TANH of the float32 value, truncated to bf16)",
+    "tanh.approx.bf16x2": "MUFU.TANH.BF16 on each half; PRMT",
+}
