@@ -74,7 +74,6 @@ class SfuForm:
         return self.n_operands == 1 and self.word_bits <= 32
 
 
-_E2 = "2 ulp from the correctly rounded result over the whole range"
 _F32 = [
     # op, modes/ftz, bound
     ("ex2", "approx", (False, True), "max 2 ulp from the correctly rounded result across the full range"),
@@ -82,10 +81,10 @@ _F32 = [
     ("rcp", "approx", (False, True), "max 1 ulp"),
     ("rsqrt", "approx", (False, True), "max relative error 2^-22.9"),
     ("sqrt", "approx", (False, True), "max relative error 2^-23"),
-    ("sin", "approx", (False, True), "max absolute error 2^-20.5 in -100pi..100pi (2^-20.9 in -pi..pi)"),
-    ("cos", "approx", (False, True), "max absolute error 2^-20.5 in -100pi..100pi (2^-20.9 in -pi..pi)"),
-    ("tanh", "approx", (False,), "max relative error 2^-11 (about)"),
-    ("div", "approx", (False, True), "max 2 ulp for |b| in 2^-126..2^126, otherwise may be 0 or wrong"),
+    ("sin", "approx", (False, True), "max absolute error 2^-20.5 in [-2pi, 2pi], 2^-14.7 in [-100pi, 100pi]"),
+    ("cos", "approx", (False, True), "max absolute error 2^-20.5 in [-2pi, 2pi], 2^-14.7 in [-100pi, 100pi]"),
+    ("tanh", "approx", (False,), "max relative error 2^-11; subnormals supported"),
+    ("div", "approx", (False, True), "max 2 ulp for |b| in [2^-126, 2^126]; beyond 2^126: a signed zero (NaN if a is Inf)"),
     ("div", "full", (False, True), "max 2 ulp"),
 ]
 
@@ -93,18 +92,18 @@ _F32 = [
 def _generate() -> tuple[SfuForm, ...]:
     forms = [SfuForm(op, mode, ftz, "f32", bound) for op, mode, ftzs, bound in _F32 for ftz in ftzs]
     forms += [
-        SfuForm("rcp", "approx", True, "f64", "max relative error 2^-? (an approximation of the high word)"),
-        SfuForm("rsqrt", "approx", False, "f64", "approximate: relative error about 2^-?"),
-        SfuForm("rsqrt", "approx", True, "f64", "approximate: relative error about 2^-?"),
+        SfuForm("rcp", "approx", True, "f64", "a gross approximation from the top 20 fraction bits; low word 0"),
+        SfuForm("rsqrt", "approx", False, "f64", "approximate, emulated in software"),
+        SfuForm("rsqrt", "approx", True, "f64", "a gross approximation from the top 20 fraction bits; low word 0"),
     ]
     for t in ("f16", "f16x2"):
         forms.append(SfuForm("ex2", "approx", False, t, "max relative error 2^-9.9"))
     for t in ("bf16", "bf16x2"):
         forms.append(SfuForm("ex2", "approx", True, t, "max relative error 2^-7"))
     for t in ("f16", "f16x2"):
-        forms.append(SfuForm("tanh", "approx", False, t, "max relative error 2^-10.987 (about)"))
+        forms.append(SfuForm("tanh", "approx", False, t, "max absolute error 2^-10.987"))
     for t in ("bf16", "bf16x2"):
-        forms.append(SfuForm("tanh", "approx", False, t, "max relative error 2^-8 (about)"))
+        forms.append(SfuForm("tanh", "approx", False, t, "max absolute error 2^-8"))
     return tuple(forms)
 
 
