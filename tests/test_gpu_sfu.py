@@ -68,3 +68,39 @@ def test_sweep_kernel_digests_match_the_model(instr, request):
     lo = int(rng.integers(0, 1 << 32))
     sums, _ = sweep(instr, 0, 1 << 32, lo=lo)
     assert (sums.get()[chunks] == sweep_sums(UNARY_CODE[instr], chunks, bits, lo)).all()
+
+
+def _spellings():
+    from refmodel.numerics.sfu.spellings import SPELLINGS
+    from refmodel.numerics.sfu.unit import spelled_binary, spelled_unary
+
+    return [s for s in SPELLINGS if (spelled_unary(s.name) if s.arity == 1 else spelled_binary(s.name)) is not None]
+
+
+@pytest.mark.parametrize("sp", _spellings(), ids=lambda s: s.name)
+def test_spelling_matches_hardware(sp, request):
+    """CUDA (NVRTC defaults / --use_fast_math) and Triton spellings vs their modelled SASS sequences."""
+    from refmodel.numerics.sfu.unit import spelled
+
+    rng = rng_for(request, sp.name)
+    x = adversarial_f32(rng, 1 << 18)
+    y = adversarial_f32(rng, 1 << 18) if sp.arity == 2 else None
+    if sp.compiler == "triton":
+        import cupy as cp
+        import torch
+
+        from gpu.libraries import triton_sfu
+
+        tx = torch.from_dlpack(cp.asarray(x).view(cp.float32))
+        ty = torch.from_dlpack(cp.asarray(y).view(cp.float32)) if y is not None else None
+        o, _ = triton_sfu.run(sp.expr, tx, ty)
+        hw = cp.from_dlpack(o).view(cp.uint32).get()
+    else:
+        from gpu.kernels.sfu import run_sfu
+
+        hw = run_sfu(sp.name, x, y)
+    ref = spelled(sp.name, x, y)
+    bad = np.flatnonzero(hw != ref)
+    assert bad.size == 0, (f"{bad.size} mismatches; first x=0x{int(x[bad[0]]):x}"
+                           + (f" y=0x{int(y[bad[0]]):x}" if y is not None else "")
+                           + f" hw=0x{int(hw[bad[0]]):x} ref=0x{int(ref[bad[0]]):x}")

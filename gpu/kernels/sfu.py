@@ -19,7 +19,7 @@ from refmodel.numerics.sfu.digest import CHUNK_BITS, MIX64_CUDA
 from refmodel.numerics.sfu.forms import SfuForm, parse_sfu
 from refmodel.numerics.sfu.spellings import SPELLINGS, Spelling
 
-from gpu.kernels.runtime import NVRTC_OPTIONS, compile_module, nvrtc_cubin, require_device, PRELUDE
+from gpu.kernels.runtime import PRELUDE, compile_module, nvrtc_cubin, require_device
 
 # PTX operand type -> (C type of the word, asm constraint, C type of the register)
 _REG = {
@@ -41,9 +41,9 @@ BLOCK = 256
 PER_THREAD = 16
 PER_BLOCK = BLOCK * PER_THREAD     # inputs a sweep block covers; divides a digest chunk
 
-#: options of the two CUDA settings the spellings are built with (NVRTC takes nvcc's spellings)
+#: the two CUDA settings the spellings are built with: nvcc's defaults, and --use_fast_math
 CUDA_OPTIONS = {
-    "cuda": NVRTC_OPTIONS,
+    "cuda": ("-arch=sm_90a", "-std=c++17"),
     "cuda-fast": ("-arch=sm_90a", "-std=c++17", "--use_fast_math"),
 }
 
@@ -132,35 +132,74 @@ def spelling_source(sp: Spelling) -> str:
     return src
 
 
+def _cuda_spelling(name: str) -> Spelling | None:
+    return next((s for s in SPELLINGS if s.name == name and s.compiler in CUDA_OPTIONS), None)
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_cubin(code: str, options: tuple[str, ...]) -> bytes:
+    """The cubin ``nvcc -cubin`` makes of ``code`` with ``options`` (what a CUDA user's build does).
+    The spellings are built with nvcc, not NVRTC: the first H200 recording of the --use_fast_math
+    spellings through NVRTC ran code identical to the default build's (gpu/record/sfu.py)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
+        with open(src, "w") as fh:
+            fh.write(code)
+        r = subprocess.run([nvcc, "-cubin", *options, "-o", out, src], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"nvcc failed: {r.stderr[-2000:]}")
+        with open(out, "rb") as fh:
+            return fh.read()
+
+
 @functools.lru_cache(maxsize=None)
 def _module(name: str):
-    """The compiled module of a form (its PTX spelling) or a CUDA spelling (``Spelling.name``)."""
-    for sp in SPELLINGS:
-        if sp.name == name and sp.compiler in CUDA_OPTIONS:
-            return compile_module(spelling_source(sp), options=CUDA_OPTIONS[sp.compiler])
+    """The compiled module of a form (its PTX spelling, NVRTC) or a CUDA spelling (nvcc)."""
+    sp = _cuda_spelling(name)
+    if sp is not None:
+        import hashlib
+        import os
+        import tempfile
+
+        cp = require_device()
+        blob = nvcc_cubin(PRELUDE + spelling_source(sp), CUDA_OPTIONS[sp.compiler])
+        path = os.path.join(tempfile.gettempdir(), f"wgref_sfu_{hashlib.sha256(blob).hexdigest()[:24]}.cubin")
+        with open(path, "wb") as fh:
+            fh.write(blob)
+        return cp.RawModule(path=path)
     return compile_module(form_source(parse_sfu(name)))
 
 
 def cubin(name: str) -> bytes:
-    """The sm_90a cubin of a form or CUDA spelling (for disassembly)."""
-    for sp in SPELLINGS:
-        if sp.name == name and sp.compiler in CUDA_OPTIONS:
-            return nvrtc_cubin(PRELUDE + spelling_source(sp), CUDA_OPTIONS[sp.compiler])
+    """The sm_90a cubin of a form (NVRTC) or CUDA spelling (nvcc), for disassembly."""
+    sp = _cuda_spelling(name)
+    if sp is not None:
+        return nvcc_cubin(PRELUDE + spelling_source(sp), CUDA_OPTIONS[sp.compiler])
     return nvrtc_cubin(PRELUDE + form_source(parse_sfu(name)))
 
 
 def ptx(name: str) -> str:
-    """NVRTC's PTX of a CUDA spelling (what the C++ became before ptxas)."""
-    require_device()
-    from cupy_backends.cuda.libs import nvrtc
+    """nvcc's PTX of a CUDA spelling (what the C++ became before ptxas)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
 
-    sp = next(s for s in SPELLINGS if s.name == name)
-    prog = nvrtc.createProgram(PRELUDE + spelling_source(sp), "wgref_spelling.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, list(CUDA_OPTIONS[sp.compiler]))
-        return nvrtc.getPTX(prog).decode() if isinstance(nvrtc.getPTX(prog), bytes) else nvrtc.getPTX(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
+    sp = _cuda_spelling(name)
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "k.cu"), os.path.join(d, "k.ptx")
+        with open(src, "w") as fh:
+            fh.write(PRELUDE + spelling_source(sp))
+        subprocess.run([nvcc, "-ptx", *CUDA_OPTIONS[sp.compiler], "-o", out, src], check=True, capture_output=True)
+        with open(out) as fh:
+            return fh.read()
 
 
 def _word_dtype(bits: int):

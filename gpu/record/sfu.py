@@ -59,6 +59,28 @@ def f64_inputs(rng, n: int) -> np.ndarray:
     return np.where(np.arange(n) % 4 == 0, w, structured).astype(np.uint64)
 
 
+FORMS_SCHEME = ("digests_<form>[c] = sum over input words i in chunk c (i >> 24 == c) of key(i, out(i)) mod 2^64, "
+                "key(i, o) = mix64(o + mix64(i)) (refmodel.numerics.sfu.digest); f64 forms: i is the high word, "
+                "the low word is each of lo_words; 16-bit forms: the operand is i & 0xffff, and all_<form> holds "
+                "every output; sample_<form>[j] = out((j * sample_stride) mod 2^32); a_<form>: the f64 sample inputs")
+
+
+def forms_cases(meta) -> int:
+    """Hardware outputs a forms recording holds: 2^32 per unary 32-bit form, 65536 per 16-bit form,
+    2^32 per low word plus the sample per f64 form (the div forms are recorded on pairs)."""
+    from refmodel.numerics.sfu import parse_sfu
+
+    n = 0
+    for f in map(parse_sfu, meta["forms"]):
+        if f.type == "f64":
+            n += len(meta["lo_words"]) * (1 << 32) + meta["sample_n"]
+        elif f.word_bits == 16:
+            n += 1 << 16
+        elif f.exhaustive:
+            n += 1 << 32
+    return n
+
+
 def stage_compile(log):
     """Every form compiles; every near miss is refused."""
     ok, refused = [], []
@@ -78,11 +100,15 @@ def stage_compile(log):
 
 
 def _sass(blob: bytes) -> str:
+    import shutil
+
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(blob)
         path = f.name
     try:
-        return subprocess.run(["cuobjdump", "-sass", path], capture_output=True, text=True, timeout=60).stdout
+        tool = shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
+        r = subprocess.run([tool, "-sass", path], capture_output=True, text=True, timeout=60)
+        return r.stdout if r.stdout.strip() else f"cuobjdump printed nothing (rc {r.returncode}): {r.stderr[-500:]}"
     except Exception as e:
         return f"cuobjdump failed: {e}"
     finally:
@@ -318,18 +344,27 @@ def main(argv=None) -> int:
     arrays, meta = {}, {"forms": [f.instr for f in SFU_FORMS], "compile": meta_c}
     run("sweeps", stage_sweeps, log, arrays, meta)
     if any(k.startswith("digests_") or k.startswith("all_") for k in arrays):
-        write_fixture("sfu", "forms", arrays, kind="sfu_forms", cases=sum(v.size for v in arrays.values()),
+        meta["scheme"] = FORMS_SCHEME
+        write_fixture("sfu", "forms", arrays, kind="sfu_forms", cases=forms_cases(meta),
                       meta=meta, provenance=prov, root=args.out)
     arrays_s, meta_s = {}, {}
     compiled = run("spellings", stage_spellings, log, arrays_s, meta_s, triton_ok) or {}
     if arrays_s:
-        write_fixture("sfu", "spellings", arrays_s, kind="sfu_spellings", cases=len(arrays_s),
+        meta_s.update(scheme="as sfu_forms: digests over all 2^32 float32 inputs x, samples at (j * 0x9E3779B1) mod 2^32; "
+                             "CUDA spellings built with nvcc (options in spellings_options)",
+                      sample_stride=SAMPLE_STRIDE, sample_n=SAMPLE_N,
+                      spellings_options={k: list(v) for k, v in hw.CUDA_OPTIONS.items()})
+        write_fixture("sfu", "spellings", arrays_s, kind="sfu_spellings", cases=len(meta_s["spellings"]) << 32,
                       meta=meta_s, provenance=prov, root=args.out)
     arrays_p, meta_p = {}, {}
     run("pairs", stage_pairs, log, arrays_p, meta_p, triton_ok)
     if arrays_p:
-        write_fixture("sfu", "pairs", arrays_p, kind="sfu_pairs", cases=len(arrays_p),
-                      meta=meta_p, provenance=prov, root=args.out)
+        meta_p["scheme"] = ("pairs_digests_<name>[c] = sum over j < pair_chunk of key(c * pair_chunk + j, out(a_j, b_j)), "
+                            "(a, b) = refmodel.numerics.sfu.pairs.div_pairs(c, pair_seed); pairs_sample_<name>: "
+                            "outputs of chunk 0's first pairs")
+        write_fixture("sfu", "pairs", arrays_p, kind="sfu_pairs",
+                      cases=len(meta_p["pair_names"]) * PAIR_CHUNKS * PAIR_CHUNK, meta=meta_p, provenance=prov,
+                      root=args.out)
     if args.text:
         text = run("text", stage_text, log, compiled)
         if text is not None:

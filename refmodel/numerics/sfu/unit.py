@@ -157,129 +157,39 @@ def sfu(op: str, x, y=None):
 
 
 # ------------------------------------------------------------------ compiler spellings (spelled.py)
-def _spelled_table():
-    """(unary names, unary fns, binary names, binary fns) of :data:`.spelled.SPELLED` (empty
-    before any spelling is modelled)."""
-    try:
-        from .spelled import SPELLED
-    except ImportError:
-        return (), (), (), ()
-    un = [(n, f) for n, (f, k) in SPELLED.items() if k == 1]
-    bi = [(n, f) for n, (f, k) in SPELLED.items() if k == 2]
-    return tuple(n for n, _ in un), tuple(f for _, f in un), tuple(n for n, _ in bi), tuple(f for _, f in bi)
+def _spelled():
+    from . import spelled_unit
 
-
-_SP_UN_NAMES, _SP_UN_FNS, _SP_BI_NAMES, _SP_BI_FNS = _spelled_table()
-
-
-def _dispatchers():
-    if not _SP_UN_FNS and not _SP_BI_FNS:
-        return None
-    un_fns = _SP_UN_FNS or (lambda_zero,)
-    bi_fns = _SP_BI_FNS or (lambda_zero2,)
-
-    @numba.njit
-    def ev1(code, x):
-        r = np.int64(0)
-        k = 0
-        for f in literal_unroll(un_fns):
-            if k == code:
-                r = f(x)
-            k += 1
-        return r
-
-    @numba.njit
-    def ev2(code, a, b):
-        r = np.int64(0)
-        k = 0
-        for f in literal_unroll(bi_fns):
-            if k == code:
-                r = f(a, b)
-            k += 1
-        return r
-
-    @numba.njit(parallel=True)
-    def map1(code, xs, out):
-        for i in numba.prange(xs.size):
-            out[i] = ev1(code, np.int64(xs[i]))
-
-    @numba.njit(parallel=True)
-    def map2(code, a, b, out):
-        for i in numba.prange(a.size):
-            out[i] = ev2(code, np.int64(a[i]), np.int64(b[i]))
-
-    @numba.njit(parallel=True)
-    def sums1(code, chunks):
-        out = np.zeros(chunks.size, np.uint64)
-        for j in range(chunks.size):
-            parts = np.zeros(256, np.uint64)
-            for t in numba.prange(256):
-                s = np.uint64(0)
-                base = (np.int64(chunks[j]) << 24) + t * (1 << 16)
-                for i in range(base, base + (1 << 16)):
-                    s += key(i, np.uint64(ev1(code, i) & 0xFFFFFFFF))
-                parts[t] = s
-            out[j] = parts.sum()
-        return out
-
-    @numba.njit(parallel=True)
-    def sum2(code, a, b, start):
-        parts = np.zeros(256, np.uint64)
-        n = a.size
-        step = (n + 255) // 256
-        for t in numba.prange(256):
-            s = np.uint64(0)
-            for j in range(t * step, min(n, (t + 1) * step)):
-                s += key(start + j, np.uint64(ev2(code, np.int64(a[j]), np.int64(b[j])) & 0xFFFFFFFF))
-            parts[t] = s
-        return parts.sum()
-
-    return map1, map2, sums1, sum2
-
-
-@numba.njit
-def lambda_zero(x):
-    return np.int64(0)
-
-
-@numba.njit
-def lambda_zero2(a, b):
-    return np.int64(0)
-
-
-_SP = None
-
-
-def _sp():
-    global _SP
-    if _SP is None:
-        _SP = _dispatchers() or ()
-    return _SP
+    return spelled_unit
 
 
 def spelled_unary(name: str):
     """The model of a unary compiler spelling (``'cuda-fast:__expf(x)'``), or None."""
-    return _SP_UN_FNS[_SP_UN_NAMES.index(name)] if name in _SP_UN_NAMES else None
+    sp = _spelled()
+    return sp.UN_FNS[sp.UN_NAMES.index(name)] if name in sp.UN_NAMES else None
 
 
 def spelled_binary(name: str):
     """``f(a, b, start) -> digest`` of a binary spelling's model over pairs, or None."""
-    if name not in _SP_BI_NAMES:
+    sp = _spelled()
+    if name not in sp.BI_NAMES:
         return None
-    code = _SP_BI_NAMES.index(name)
-    return lambda a, b, start: _sp()[3](code, a, b, start)
+    code = sp.BI_NAMES.index(name)
+    return lambda a, b, start: sp.pair_sum(code, np.ascontiguousarray(a, np.uint32), np.ascontiguousarray(b, np.uint32), start)
 
 
 def spelled(name: str, x, y=None) -> np.ndarray:
-    """A compiler spelling's model on float32 bit patterns (uint32 arrays)."""
+    """A compiler spelling's model on float32 bit patterns (uint32 arrays in, uint32 out)."""
+    sp = _spelled()
     x = np.ascontiguousarray(x, dtype=np.uint32).reshape(-1)
     out = np.empty(x.size, np.int64)
     if y is None:
-        _sp()[0](_SP_UN_NAMES.index(name), x, out)
+        sp.map_unary(sp.UN_NAMES.index(name), x, out)
     else:
-        _sp()[1](_SP_BI_NAMES.index(name), x, np.ascontiguousarray(y, dtype=np.uint32).reshape(-1), out)
+        sp.map_binary(sp.BI_NAMES.index(name), x, np.ascontiguousarray(y, dtype=np.uint32).reshape(-1), out)
     return out.astype(np.uint32)
 
 
 def spelled_sweep_sums(name: str, chunks) -> np.ndarray:
-    return _sp()[2](_SP_UN_NAMES.index(name), np.asarray(chunks, dtype=np.int64))
+    sp = _spelled()
+    return sp.sweep_sums(sp.UN_NAMES.index(name), np.asarray(chunks, dtype=np.int64))
