@@ -150,8 +150,8 @@ def spellings_table() -> str:
     rows = ["| spelling | compiled to (SASS, sm_90a) | model |", "|---|---|---|"]
     for sp in SPELLINGS:
         modelled = (spelled_unary(sp.name) if sp.arity == 1 else spelled_binary(sp.name)) is not None
-        rows.append(f"| `{sp.name}` | {SEQUENCE.get(sp.name, '(recorded; not yet described)')} | "
-                    f"{'bit-exact (fixtures/sfu)' if modelled else 'not modelled yet'} |")
+        rows.append(f"| `{sp.name}` | {_cell(SEQUENCE.get(sp.name, '(recorded; not yet described)'))} | "
+                    f"{'modelled; replayed by wgref verify' if modelled else 'not modelled yet'} |")
     return "\n".join(rows)
 
 
@@ -231,8 +231,13 @@ it is bit-identical to the H200 on all 2^32 inputs of these forms, fixtures/sfu)
 
 ## Compiler spellings
 
-What CUDA (`nvcc`/NVRTC defaults, and `--use_fast_math`) and Triton make of the functions people write,
-read from the SASS recorded with the fixtures, and whether refmodel reproduces it on all recorded inputs:
+What CUDA (`nvcc -arch=sm_90a` with its defaults, and with `--use_fast_math`) and Triton 3.6 make of the
+functions people write, read from the SASS of the recorded kernels; `refmodel.numerics.sfu.unit.spelled(name, x)`
+evaluates each.  Their H200 outputs are recorded like the forms' (all 2^32 inputs as chunk digests, the binary
+ones on the div pair sets) and `wgref verify` replays them.  The CUDA spellings are built with nvcc: NVRTC 13.0
+made a byte-identical cubin with and without `--use_fast_math` (`bench/sfu_nvrtc_fastmath_probe.py`, result in
+`bench/results/sfu/nvrtc_fastmath_probe_h200.txt`), although the PTX it printed for the same options was the
+fast-math PTX.
 
 {spellings_table()}
 """
