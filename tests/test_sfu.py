@@ -159,6 +159,7 @@ def test_api_kinds_and_rules():
     assert sfu("rsqrt.approx.ftz.f64", np.array([4.0]))[0] == 0.5
     assert sfu("div.approx.f32", np.float32([[1], [2]]), np.float32([4, 8])).shape == (2, 2)
     assert refmodel.sfu is sfu
+    assert sfu("ex2.approx.f32", 1.5).dtype == np.float32 and float(sfu("rcp.approx.f32", 4.0)) == 0.25
     with pytest.raises(DTypeError, match="takes float32 values or uint32 bit patterns as x, got float64"):
         sfu("ex2.approx.f32", np.array([1.0]))
     with pytest.raises(InputError, match="takes 2 operands, got 1"):

@@ -13,7 +13,7 @@ from numba import literal_unroll
 from .digest import key
 from .spelled import SPELLED
 
-warnings.filterwarnings("ignore", message="First-class function type feature is experimental")
+warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental")
 
 UN_NAMES = tuple(n for n, (_, k) in SPELLED.items() if k == 1)
 UN_FNS = tuple(f for f, k in SPELLED.values() if k == 1)

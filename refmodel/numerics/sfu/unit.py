@@ -19,7 +19,7 @@ from .digest import key
 from .forms import SfuForm, parse_sfu
 from .sequences import BINARY, UNARY
 
-warnings.filterwarnings("ignore", message="First-class function type feature is experimental")
+warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental")
 
 _UNARY_FNS = tuple(f for _, f in UNARY)
 _BINARY_FNS = tuple(f for _, f in BINARY)
@@ -152,7 +152,11 @@ def sfu(op: str, x, y=None):
         _map_binary(BINARY_CODE[form.instr], np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), out)
         res = out.astype(word).reshape(a.shape)
     if as_float:
-        return res.view(np.asarray(x).dtype if np.asarray(x).dtype != np.dtype(word) else np.float32)
+        import ml_dtypes
+
+        elem = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
+                "bfloat16": ml_dtypes.bfloat16}[form.element]
+        return res.view(elem)
     return res
 
 
