@@ -173,8 +173,10 @@ their `x2` packings: `refmodel.sfu("ex2.approx.ftz.f32", x)`.  `wgref sfu OP X [
 error).  The recordings hold {total:,} hardware outputs ({prov['device']}, driver {prov['driver']},
 CUDA {prov['cuda_runtime']}, {prov['date'][:10]}): every input of every unary form as chunk digests,
 every 16-bit input raw, the div forms on 134,217,728 structured pairs each.  `wgref verify` replays them
-(the 2^32 sweeps on 4 of 256 chunks per form; `wgref verify --sfu-exhaustive` recomputes all of them,
-about 30 s a form on two cores; CI replays one chunk per form).
+(every sample; the 2^32 sweeps on 4 of 256 chunks per form, the spellings' on 1, the pairs on 8 of 32 chunks:
+about 2 minutes on two cores); `wgref verify --sfu-exhaustive` recomputes every chunk (about 100 minutes for
+the forms on two cores; `bench/results/sfu/verify_exhaustive.txt`: 120,259,706,880 outputs, 0 mismatches);
+CI replays one chunk per sweep and 2 pair chunks.
 
 ## The forms, what ptxas makes of them, what the manual promises
 
