@@ -124,7 +124,7 @@ def replay_sfu_forms(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
 @replayer("sfu_pairs")
 def replay_sfu_pairs(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     from ..numerics.sfu.pairs import div_pairs
-    from ..numerics.sfu.unit import BINARY_CODE, pair_sum, spelled_binary
+    from ..numerics.sfu.unit import BINARY_CODE, pair_sum, sfu, spelled, spelled_binary
 
     names = list(meta.get("pair_names") or [])
     expected = {f"pairs_digests_{_key(n)}" for n in names} | {f"pairs_sample_{_key(n)}" for n in names}
@@ -149,8 +149,6 @@ def replay_sfu_pairs(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
             got[n][c] = pair_sum(code, a, b, c * (1 << 22)) if code is not None else fn(a, b, c * (1 << 22))
             if c == 0:
                 m = arrays[f"pairs_sample_{_key(n)}"].size
-                from ..numerics.sfu.unit import sfu, spelled
-
                 out = sfu(n, a[:m], b[:m]) if code is not None else spelled(n, a[:m], b[:m])
                 _compare(total, n, out, arrays[f"pairs_sample_{_key(n)}"], a[:m])
     idx = np.array(list(chunks))

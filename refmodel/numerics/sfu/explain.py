@@ -19,7 +19,7 @@ from .forms import parse_sfu
 from .sequences import SASS
 from .tables import EX2, LG2, RCP, RSQRT, SIN, SQRT
 
-_POLY = {  # function -> (table, index bits description, A shift, C factor, constant, right shift)
+_POLY = {  # function -> (table, A shift, C factor, rounding constant, right shift)
     "RCP": (RCP, 13, 1, 0x47E7, 15), "RSQ": (RSQRT, 14, 4, 0x7FFF, 16), "SQRT": (SQRT, 15, 1, 0x7FFF, 17),
     "EX2": (EX2, 13, 1, 0x77E2, 15), "LG2": (LG2, 12, 2, 0x3345, 2), "SIN": (SIN, 11, 1, 0, 0),
 }

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .bits import CNAN, _fma_f32, bits32, f32, fadd, ffma, ffma_ftz, fmul, fmul_ftz, fmul_rz, ftz_in
-from .mufu import ONE_OVER_TAU, mufu_ex2, mufu_lg2, mufu_rcp, mufu_rsq, mufu_sincos, mufu_sqrt, mufu_tanh
-from .sequences import div_approx_f32, div_approx_ftz_f32, div_full_f32, ex2_f32, lg2_f32, rsqrt_f32
+from .bits import CNAN, _fma_f32, bits32, f32, fadd, ffma, ffma_ftz, fmul, fmul_ftz, ftz_in
+from .mufu import mufu_ex2, mufu_lg2, mufu_rcp, mufu_rsq, mufu_sqrt, mufu_tanh
+from .sequences import (cos_f32, div_approx_f32, div_approx_ftz_f32, div_full_f32, ex2_f32, lg2_f32, rsqrt_f32,
+                        sin_f32)
 
 
 def _b(v) -> int:
@@ -143,16 +144,6 @@ def fast_logf(x):
 
 
 @numba.njit(cache=True)
-def sin_rz(x):
-    return mufu_sincos(fmul_rz(x, ONE_OVER_TAU), False)
-
-
-@numba.njit(cache=True)
-def cos_rz(x):
-    return mufu_sincos(fmul_rz(x, ONE_OVER_TAU), True)
-
-
-@numba.njit(cache=True)
 def fast_sigmoid(x):
     """FMUL.FTZ x*-log2e; MUFU.EX2; FADD.FTZ +1; MUFU.RCP."""
     return mufu_rcp(fadd_ftz(mufu_ex2(fmul_ftz(x, NLOG2E)), ONE))
@@ -173,21 +164,6 @@ def exp10f_approx(x):
 def logf_approx(x):
     """__logf without ftz: lg2.approx.f32's sequence, FMUL * ln2."""
     return fmul(lg2_f32(x), LN2)
-
-
-@numba.njit(cache=True)
-def div_x_y_fast(x, y):
-    return div_approx_ftz_f32(x, y)
-
-
-@numba.njit(cache=True)
-def fdividef(x, y):
-    return div_approx_f32(x, y)
-
-
-@numba.njit(cache=True)
-def div_full(x, y):
-    return div_full_f32(x, y)
 
 
 @numba.njit(cache=True)
@@ -591,12 +567,12 @@ SPELLED = {
     "cuda:__frcp_rn(x)": (rcp_rn, 1),            # same as 1.0f / x
     "cuda:tanhf(x)": (tanhf_full, 1),            # FMUL |x|*2.885; MUFU.EX2; FADD +1; MUFU.RCP; FFMA r*-2+1; FSEL; LOP3 sign; small: FFMA Horner
     "cuda:sinf(x)": (sinf_full, 1),              # FMUL x*2/pi; F2I.NTZ; I2FP; 3 FFMA; Payne-Hanek (|x|>=105615); FFMA polys
-    "cuda:__sinf(x)": (sin_rz, 1),               # FMUL.RZ x*1/(2pi); MUFU.SIN
+    "cuda:__sinf(x)": (sin_f32, 1),               # FMUL.RZ x*1/(2pi); MUFU.SIN
     "cuda:cosf(x)": (cosf_full, 1),              # as sinf, quadrant + 1
-    "cuda:__cosf(x)": (cos_rz, 1),               # FMUL.RZ x*1/(2pi); MUFU.COS
+    "cuda:__cosf(x)": (cos_f32, 1),               # FMUL.RZ x*1/(2pi); MUFU.COS
     "cuda:1.0f / (1.0f + __expf(-x))": (sigmoid_approx, 1),   # FMUL x*-log2e; ex2 seq; FADD +1; rcp.rn seq
     "cuda:x / y": (div_rn, 2),                   # MUFU.RCP; FCHK; FFMA x5; slow path CALL
-    "cuda:__fdividef(x, y)": (fdividef, 2),      # |y|<2^-126 ? (x,y)*2^24; MUFU.RCP y; FMUL
+    "cuda:__fdividef(x, y)": (div_approx_f32, 2),      # |y|<2^-126 ? (x,y)*2^24; MUFU.RCP y; FMUL
     "cuda:__fdiv_rn(x, y)": (div_rn, 2),         # same as x / y
     # ---- cuda-fast (--use_fast_math)
     "cuda-fast:__expf(x)": (fast_expf, 1),       # FMUL.FTZ x*log2e; MUFU.EX2
@@ -612,14 +588,14 @@ SPELLED = {
     "cuda-fast:__fsqrt_rn(x)": (sqrt_rn_ftz, 1),  # MUFU.RSQ; FMUL.FTZ; FMUL.FTZ; FFMA; FFMA; slow path (FTZ) CALL
     "cuda-fast:1.0f / x": (mufu_rcp, 1),         # MUFU.RCP
     "cuda-fast:__frcp_rn(x)": (rcp_rn_ftz, 1),   # MUFU.RCP; FFMA; FADD.FTZ; FFMA; slow path (FTZ) CALL
-    "cuda-fast:sinf(x)": (sin_rz, 1),            # FMUL.RZ x*1/(2pi); MUFU.SIN
-    "cuda-fast:__sinf(x)": (sin_rz, 1),          # FMUL.RZ x*1/(2pi); MUFU.SIN
-    "cuda-fast:cosf(x)": (cos_rz, 1),            # FMUL.RZ x*1/(2pi); MUFU.COS
-    "cuda-fast:__cosf(x)": (cos_rz, 1),          # FMUL.RZ x*1/(2pi); MUFU.COS
+    "cuda-fast:sinf(x)": (sin_f32, 1),            # FMUL.RZ x*1/(2pi); MUFU.SIN
+    "cuda-fast:__sinf(x)": (sin_f32, 1),          # FMUL.RZ x*1/(2pi); MUFU.SIN
+    "cuda-fast:cosf(x)": (cos_f32, 1),            # FMUL.RZ x*1/(2pi); MUFU.COS
+    "cuda-fast:__cosf(x)": (cos_f32, 1),          # FMUL.RZ x*1/(2pi); MUFU.COS
     "cuda-fast:tanhf(x)": (mufu_tanh, 1),        # MUFU.TANH
     "cuda-fast:1.0f / (1.0f + __expf(-x))": (fast_sigmoid, 1),  # FMUL.FTZ x*-log2e; MUFU.EX2; FADD.FTZ +1; MUFU.RCP
-    "cuda-fast:x / y": (div_x_y_fast, 2),        # MUFU.RCP y; FMUL.FTZ x*r
-    "cuda-fast:__fdividef(x, y)": (div_x_y_fast, 2),  # MUFU.RCP y; FMUL.FTZ x*r
+    "cuda-fast:x / y": (div_approx_ftz_f32, 2),        # MUFU.RCP y; FMUL.FTZ x*r
+    "cuda-fast:__fdividef(x, y)": (div_approx_ftz_f32, 2),  # MUFU.RCP y; FMUL.FTZ x*r
     "cuda-fast:__fdiv_rn(x, y)": (div_rn_ftz, 2),     # MUFU.RCP; FCHK; FFMA x5; slow path (FTZ) CALL
     # ---- triton 3.6
     "triton:tl.exp(x)": (expf_approx, 1),        # FMUL x*log2e; FSETP.GEU -126; @!P FMUL *0.5; MUFU.EX2; @!P FMUL y*y
@@ -633,9 +609,9 @@ SPELLED = {
     "triton:tl.sin(x)": (triton_sin, 1),         # libdevice sinf, FTZ (F2I.FTZ.NTZ, FFMA.FTZ, FMUL.FTZ)
     "triton:tl.cos(x)": (triton_cos, 1),         # libdevice cosf, FTZ
     "triton:1.0 / x": (rcp_full, 1),             # div.full: s=|x|>2^126?0.25:1, |x|<2^-126? s,x*2^24; MUFU.RCP; FMUL *s
-    "triton:x / y": (div_full, 2),               # div.full.f32 sequence
+    "triton:x / y": (div_full_f32, 2),               # div.full.f32 sequence
     "triton:tl.math.div_rn(x, y)": (div_rn, 2),  # as cuda x / y
-    "triton:tl.fdiv(x, y)": (div_full, 2),       # div.full.f32 sequence
+    "triton:tl.fdiv(x, y)": (div_full_f32, 2),       # div.full.f32 sequence
 }
 
 
