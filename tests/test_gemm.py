@@ -256,7 +256,7 @@ def test_promote_ops_on_the_double_rounding_trap():
 
 
 def test_promote_rejects_bad_op():
-    with pytest.raises(InputError, match="promote_op must be one of fma, mul_add, fma_exact, got 'fms'"):
+    with pytest.raises(InputError, match="promote_op must be one of fma, mul_add, fma_exact, fma_row_first, got 'fms'"):
         promote(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), 1.0, 1.0, "fms")
 
 
@@ -302,7 +302,7 @@ B = np.zeros((128, 16), E4)
      "c must be float32 for the float32 promotion accumulator, got float16"),
     (dict(c=np.zeros((64, 8), np.float32)), InputError, "c must have shape (M, N) = (64, 16), got (64, 8)"),
     (dict(out_dtype="f64"), InputError, "out_dtype must be f32, f16 or bf16 (or s32 for integer forms), got 'f64'"),
-    (dict(promote_op="fms"), InputError, "promote_op must be one of fma, mul_add, fma_exact, got 'fms'"),
+    (dict(promote_op="fms"), InputError, "promote_op must be one of fma, mul_add, fma_exact, fma_row_first, got 'fms'"),
 ])
 def test_validation_messages(kw, exc, msg):
     args = dict(a=A, b=B)

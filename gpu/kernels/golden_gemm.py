@@ -50,6 +50,7 @@ KERNELS = ("tiled", "reference")
 _PD = {"f32": 0, "f16": 1, "bf16": 2}
 _RED = {"sequential": 0, "reverse": 1, "tree": 2}
 _EPI = {"none": 0, "tensor": 1, "rowwise": 2}
+_GPU_PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
 _OUT = {"f32": 0, "f16": 1, "bf16": 2, None: 3}
 
 
@@ -211,8 +212,11 @@ def plan(schedule, M: int, K: int, N: int, scale_a=None, scale_b=None) -> Plan:
             if sa.shape != (M, 1) or sb.shape != (1, N):
                 raise InputError(f"row-wise scales are scale_a (M, 1) and scale_b (1, N), got {sa.shape} and {sb.shape}")
             rsa[:M], rsb[:N] = sa[:, 0], sb[0]
+    if s.promote_op not in _GPU_PROMOTE_OPS:
+        raise InputError(f"the GPU golden GEMM implements promote_op {', '.join(_GPU_PROMOTE_OPS)}, not "
+                         f"{s.promote_op!r}: run the schedule on the CPU (Schedule.run)")
     kp = kernel_params(p, ma, mb)
-    pv = np.array([Mp, Np, Kt, kg, len(padded), stage, ("fma", "mul_add", "fma_exact").index(s.promote_op), has_scales,
+    pv = np.array([Mp, Np, Kt, kg, len(padded), stage, _GPU_PROMOTE_OPS.index(s.promote_op), has_scales,
                    kp.F, kp.e_zero, kp.acc_e, kp.acc_m, kp.rnd_m, kp.rz, kp.sat, kp.nan_bits, kp.Lp, kp.Ln], np.int32)
     raw16 = int(p.acc == "f16" and not stage)
     nch = len(padded)

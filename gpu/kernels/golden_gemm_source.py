@@ -212,14 +212,10 @@ WGREF_HD static unsigned int gg_add_f32(unsigned int x, unsigned int y) {
     unsigned int b = gg_fbits(r);
     return gg_fnan(b) ? 0x7FFFFFFFu : b;
 }
-/* x86 (numpy) float32 multiply: a NaN operand comes through quieted (the first one), an invalid
-   operation gives the default NaN 0xFFC00000 */
-WGREF_HD static unsigned int gg_mul_x86(unsigned int x, unsigned int y) {
-    if (gg_fnan(x)) return x | 0x400000u;
-    if (gg_fnan(y)) return y | 0x400000u;
+WGREF_HD static unsigned int gg_mul_f32(unsigned int x, unsigned int y) {
     float r = gg_bitsf(x) * gg_bitsf(y);
     unsigned int b = gg_fbits(r);
-    return gg_fnan(b) ? 0xFFC00000u : b;
+    return gg_fnan(b) ? 0x7FFFFFFFu : b;
 }
 
 /* ---------------------------------------------------------------- operand decoding */
@@ -557,8 +553,9 @@ WGREF_HD static unsigned int gg_epilogue_one(const unsigned int *part, int r, in
     if (epi != 0) {
         unsigned int x = is16 ? gg_f16_to_f32(acc) : acc;
         is16 = false;
-        if (epi == 1) acc = gg_mul_x86(gg_fbits(esc[0]), x);
-        else acc = gg_mul_x86(gg_fbits(rsa[r]), gg_mul_x86(gg_fbits(rsb[c]), x));
+        /* cuBLASLt's epilogue (fixtures/layers): mul.f32 with the canonical NaN; per tensor + 0 after */
+        if (epi == 1) acc = gg_add_f32(gg_mul_f32(gg_fbits(esc[0]), x), 0u);
+        else acc = gg_mul_f32(gg_fbits(rsa[r]), gg_mul_f32(gg_fbits(rsb[c]), x));
     }
     if (out == 3) return acc;                         /* the accumulator type (f16 bits if is16) */
     if (out == 0) return is16 ? gg_f16_to_f32(acc) : acc;

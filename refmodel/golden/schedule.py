@@ -16,8 +16,8 @@ A schedule is:
   ``reverse``; ``tree``: pairwise; ``lanes{T}-{strided|chunked}-{down|pairwise}``: a GPU reduction's
   shape, T threads each summing its partials in order (partial j to thread j mod T, or T contiguous
   runs), then the T sums combined by a shuffle-down tree (i with i + T/2, ...) or pairwise) with ``add.f32``;
-* the **epilogue**: ``epilogue_scale`` (``tensor``: ``RN(RN(sa*sb) * acc)``; ``rowwise``:
-  ``RN(sa[m] * RN(sb[n] * acc))``), then ``cvt.rn`` to ``out_dtype``; ``out_nan`` ``"canonical"``:
+* the **epilogue**: ``epilogue_scale`` (``tensor``: ``RN(RN(sa*sb) * acc) + 0``; ``rowwise``:
+  ``RN(sa[m] * RN(sb[n] * acc))``; cuBLASLt's, NaNs canonical: :func:`refmodel.numerics.scaled_mm.epilogue`), then ``cvt.rn`` to ``out_dtype``; ``out_nan`` ``"canonical"``:
   every NaN output is the type's canonical quiet NaN (bf16 0x7FC0, f16 0x7E00, f32 0x7FC00000; XLA's
   bf16 convert), None: the cvt's own NaN bits.
 
@@ -45,7 +45,7 @@ from ..wgmma_forms import parse_wgmma
 from ..wgmma_sp_forms import parse_wgmma_sp
 
 OUT_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dtype(np.float16)}
-PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
+PROMOTE_OPS = ("fma", "mul_add", "fma_exact", "fma_row_first")
 REDUCE_ORDERS = ("sequential", "reverse", "tree")
 LANE_ASSIGN = ("strided", "chunked")
 LANE_TREES = ("down", "pairwise")
@@ -243,7 +243,7 @@ class Schedule:
             text += (f" Split-K: {self.splits} chunks of round_up(ceil(K/{self.splits}), {self.split_align}), each a "
                      f"fresh chain, partials in {self.partial_dtype}, reduced {_reduce_words(self.reduce)} with add.f32.")
         if self.epilogue_scale == "tensor":
-            text += " Epilogue: D = RN(RN(scale_a*scale_b) * acc)."
+            text += " Epilogue: D = RN(RN(scale_a*scale_b) * acc) + 0."
         elif self.epilogue_scale == "rowwise":
             text += " Epilogue: D = RN(scale_a[m] * RN(scale_b[n] * acc))."
         text += f" Output: {'the accumulator type' if self.out_dtype is None else self.out_dtype} (cvt.rn)"
@@ -312,6 +312,7 @@ class Schedule:
             if sa is not None or sb is not None:
                 raise InputError("this schedule applies no scales: scale_a/scale_b must be None")
             return acc
+        from ..numerics.scaled_mm import epilogue
         from ..validate import as_float32
 
         sa = as_float32("scale_a", np.float32(1) if sa is None else sa)
@@ -321,11 +322,11 @@ class Schedule:
             if self.epilogue_scale == "tensor":
                 if sa.ndim or sb.ndim:
                     raise InputError(f"per-tensor scales are scalars, got shapes {sa.shape} and {sb.shape}")
-                return (np.float32(sa * sb) * acc).astype(np.float32)
+                return epilogue(acc, "tensor", sa, sb)
             m, n = acc.shape
             if sa.shape != (m, 1) or sb.shape != (1, n):
                 raise InputError(f"row-wise scales are scale_a (M, 1) and scale_b (1, N), got {sa.shape} and {sb.shape}")
-            return (sa * (sb * acc).astype(np.float32)).astype(np.float32)
+            return epilogue(acc, "row", sa, sb)
 
     def _chunk(self, a, b, c, scale_a, scale_b) -> np.ndarray:
         kind = _kind(self.instr)

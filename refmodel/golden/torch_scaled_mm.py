@@ -60,60 +60,70 @@ def scaled_mm_schedule(M: int, N: int, K: int, *, use_fast_accum: bool, rowwise:
                     source={**src, "evidence": f"recorded: S = {splits} (fixtures/cublas/scaled_mm_split.npz)"})
 
 
-def scaled_mm(a, b_nk, scale_a, scale_b, *, out_dtype: str = "bf16", use_fast_accum: bool = False,
+#: the scaling mode a cuBLASLt FP8 kernel name shows (torch 2.11, sm_90; cuBLASLt names A and B the other
+#: way round from torch): name fragment -> torch's mode; a name with none of them is per tensor
+KERNEL_MODES = {"Ablk128_Bvec128": "block_1x128_128x128", "Avec128_Bblk128": "block_128x128_1x128",
+                "Avec128_Bvec128": "block_1x128_1x128", "_ovscale_": "row"}
+
+
+def kernel_mode(name: str) -> str:
+    """The scaling mode of a cuBLASLt FP8 GEMM kernel from its name (module table)."""
+    for frag, mode in KERNEL_MODES.items():
+        if frag in name:
+            return mode
+    return "tensor"
+
+
+def scaled_mm(a, b_nk, scale_a, scale_b, *, bias=None, out_dtype: str = "bf16", use_fast_accum: bool = False,
               fmt_a: str = "e4m3", fmt_b: str = "e4m3", kernel=None, schedule=None) -> np.ndarray:
-    """``torch._scaled_mm(a, b_nk.T, scale_a, scale_b, out_dtype, use_fast_accum)`` on Hopper, bit for bit
-    for the kernel cuBLASLt ran: ``kernel`` (from torch's profiler) picks the schedule, ``schedule``
-    runs a stored one; without either, a shape where cuBLASLt switches to split-K warns.  Arguments as
-    :func:`refmodel.numerics.scaled_mm.scaled_mm` (whose checks it applies)."""
+    """``torch._scaled_mm(a, b_nk.T, scale_a, scale_b, bias, out_dtype, use_fast_accum)`` on Hopper, bit for
+    bit for the kernel cuBLASLt ran, in every scaling mode (per tensor, row-wise, the three block-wise
+    ones; :mod:`refmodel.numerics.scaled_mm`): ``kernel`` (from torch's profiler) picks the schedule,
+    ``schedule`` runs a stored one; without either, a shape where cuBLASLt switches to split-K warns.
+    A split-K kernel is modelled for per-tensor scales with ``use_fast_accum=True`` and no bias at the
+    recorded shapes (:data:`RECORDED_SPLITS`); any other split-K call is refused."""
     from ..numerics import scaled_mm as unsplit
 
-    a_ = as_array("a", a)
-    b_ = as_array("b_nk", b_nk)
-    if kernel is None and schedule is None:
-        d = unsplit.scaled_mm(a, b_nk, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=use_fast_accum,
-                              fmt_a=fmt_a, fmt_b=fmt_b)
-        op = "scaled_mm_fast" if use_fast_accum else "scaled_mm_precise"
-        warn_if_switching(op, a_.shape[0], b_.shape[0], a_.shape[1], "cuBLASLt (torch._scaled_mm)", stacklevel=3)
-        return d
-    if kernel is not None and schedule is not None:
-        raise InputError("give kernel= or schedule=, not both")
-    _check(a_, b_, out_dtype, use_fast_accum, fmt_a, fmt_b)
-    sa, sb = as_float32("scale_a", scale_a), as_float32("scale_b", scale_b)
+    a_, b_, sa, sb, bias_, mode = unsplit.check_scaled_mm(a, b_nk, scale_a, scale_b, bias, out_dtype,
+                                                          use_fast_accum, fmt_a, fmt_b)
     M, K = a_.shape
     N = b_.shape[0]
+    if kernel is not None and schedule is not None:
+        raise InputError("give kernel= or schedule=, not both")
+    name = None
+    if kernel is not None:
+        name = _gemm_kernel(kernel)
+        km = kernel_mode(name)
+        if km != mode:
+            raise InputError(f"the kernel {name[:80]} runs {km} scaling, but the scales given are {mode} "
+                             f"(shapes {tuple(np.shape(sa))} and {tuple(np.shape(sb))})")
+        if ("_bias_" in name) != (bias is not None):
+            raise InputError(f"the kernel {name[:80]} {'adds' if '_bias_' in name else 'adds no'} bias, but "
+                             f"bias={'None' if bias is None else 'an array'} was given")
+    if schedule is None and (name is None or "splitK" not in name):
+        d = unsplit.scaled_mm(a_, b_, sa, sb, bias=bias_, out_dtype=out_dtype, use_fast_accum=use_fast_accum,
+                              fmt_a=fmt_a, fmt_b=fmt_b)
+        if name is None and mode in ("tensor", "row"):
+            op = "scaled_mm_fast" if use_fast_accum else "scaled_mm_precise"
+            warn_if_switching(op, M, N, K, "cuBLASLt (torch._scaled_mm)", stacklevel=3)
+        elif name is None:
+            warn_if_switching("scaled_mm_precise", M, N, K, f"cuBLASLt (torch._scaled_mm, {mode} scales)",
+                              stacklevel=3)
+        return d
+    if mode not in ("tensor", "row") or bias is not None:
+        raise InputError(f"a split-K cuBLASLt kernel with {mode} scales{' and a bias' if bias is not None else ''} "
+                         f"is not modelled (its split count and where the scales and bias enter were not "
+                         f"established on the H200)")
     if schedule is not None:
         sched = load_schedule(schedule)
     else:
-        sched = scaled_mm_schedule(M, N, K, use_fast_accum=use_fast_accum, rowwise=sa.ndim > 0,
+        sched = scaled_mm_schedule(M, N, K, use_fast_accum=use_fast_accum, rowwise=mode == "row",
                                    out_dtype=out_dtype, fmt_a=fmt_a, fmt_b=fmt_b, kernel=kernel)
-    dt = _FP8
-    av = a_.view(dt[fmt_a]) if a_.dtype == np.uint8 else a_
-    bv = np.ascontiguousarray((b_.view(dt[fmt_b]) if b_.dtype == np.uint8 else b_).T)
-    return sched.run(av, bv, scale_a=sa, scale_b=sb)
+    bv = np.ascontiguousarray(b_.T)
+    return sched.run(a_, bv, scale_a=sa, scale_b=sb)
 
 
 _FP8 = {"e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2)}
 
 
-def _check(a, b_nk, out_dtype, use_fast_accum, fmt_a, fmt_b) -> None:
-    """The unsplit model's domain (refmodel.numerics.scaled_mm.scaled_mm), checked without computing it."""
-    check_flag("use_fast_accum", use_fast_accum)
-    for nm, f in (("fmt_a", fmt_a), ("fmt_b", fmt_b)):
-        if not isinstance(f, str) or f not in _FP8:
-            raise InputError(f"{nm} must be 'e4m3' or 'e5m2', got {_describe(f)}")
-    for nm, x, f in (("a", a, fmt_a), ("b_nk", b_nk, fmt_b)):
-        if x.dtype not in (np.dtype(np.uint8), _FP8[f]):
-            raise DTypeError(f"{nm} must be uint8 codes or a {_FP8[f].name} array for {nm[0]}'s format {f}, got {x.dtype}")
-        if x.ndim != 2:
-            raise InputError(f"{nm} must be a 2-D array, got shape {x.shape}")
-    if a.shape[1] != b_nk.shape[1]:
-        raise InputError(f"a (M, K) and b_nk (N, K) must share K, got {a.shape} and {b_nk.shape}")
-    if not isinstance(out_dtype, str) or out_dtype not in ("f32", "bf16", "f16"):
-        raise InputError(f"out_dtype must be one of f32, bf16, f16, got {_describe(out_dtype)}")
-    m, k = a.shape
-    if m % 64 or b_nk.shape[0] % 8 or k % 128:
-        raise InputError(f"this model covers M % 64 == 0, N % 8 == 0, K % 128 == 0; got {m}x{b_nk.shape[0]}x{k}")
-
-
-__all__ = ["scaled_mm", "scaled_mm_schedule", "RECORDED_SPLITS"]
+__all__ = ["scaled_mm", "scaled_mm_schedule", "RECORDED_SPLITS", "kernel_mode", "KERNEL_MODES"]

@@ -585,8 +585,8 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
 
     With ``promote_nblk`` > 0, every ``promote_nblk`` blocks form a stage that starts
     from C = +0 and ends with ``acc_f32 += scale_rows[stage, :, None] *
-    scale_cols[stage, None, :] * D`` (in place, rounding per ``promote_op``, see
-    :func:`promote_one`); ``nblk`` must then be a multiple of ``promote_nblk``.
+    scale_cols[stage, None, :] * D`` (in place, rounding per ``promote_op`` — fma, mul_add,
+    fma_exact or fma_row_first, see :func:`promote_one`); ``nblk`` must then be a multiple of ``promote_nblk``.
 
     ``kernel``: ``"fast"`` (exact float arithmetic that vectorises, see
     :mod:`refmodel.numerics.fdpa_fast`) or ``"int"`` (the integer kernel); bit-identical.

@@ -24,7 +24,8 @@ bit-identical.  Why every step is exact:
   power-of-two scalings, ``trunc`` and a magic-number round-to-nearest-even of numbers
   below 2**24, split in two where a power of two would leave the normal range;
 * NaN / Inf: a cheap per-block flag; only blocks holding a special operand or C are redone
-  by the integer kernel's scalar rule; promotion is the integer kernel's ``promote_one``.
+  by the integer kernel's scalar rule; promotion is the integer kernel's ``promote_one`` (every
+  promote op, fma_row_first included).
 
 Loop order: prange over tiles of rows that share one B; for each block of K, every row of
 the tile (the block of B stays in cache), rows four at a time so that each load of B

@@ -13,6 +13,7 @@ float32 accumulator ``acc`` (initialised with ``c`` or +0)::
     "fma"       acc = RN32(s * P + acc)                          # one fused multiply-add
     "mul_add"   acc = RN32(acc + RN32(s * P))                    # multiply, then add
     "fma_exact" acc = RN32(scale_a * scale_b * P + acc)          # exact, one rounding
+    "fma_row_first" acc = RN32(scale_b * RN32(scale_a * P) + acc) # cuBLASLt 1x128 x 1x128
 
 ``"fma"`` is what DeepGEMM's ``final_accum += scale_a * scale_b * accum`` compiles to
 (FMUL for the combined scale, then FFMA); ``"fma_exact"`` rounds the exact four-operand

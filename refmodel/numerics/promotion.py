@@ -21,7 +21,7 @@ from ..validate import _describe
 # more than 24 + 2 bits (Boldo & Melquiond, "Emulation of FMA and correctly rounded
 # sums: proved algorithms using rounding to odd", IEEE TC 2008).
 
-PROMOTE_OPS = ("fma", "mul_add", "fma_exact")
+PROMOTE_OPS = ("fma", "mul_add", "fma_exact", "fma_row_first")
 
 
 @numba.njit(cache=True, inline="always")
@@ -98,7 +98,8 @@ def add_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def promote_one(acc, part, sa, sb, op):
     """acc + sa * sb * part in float32 (all float32 values) under promote op
     0 "fma": RN32(RN32(sa*sb) * part + acc); 1 "mul_add": RN32(acc + RN32(RN32(sa*sb) * part));
-    2 "fma_exact": RN32(sa*sb*part + acc).  A NaN result is the canonical 0x7FFFFFFF
+    2 "fma_exact": RN32(sa*sb*part + acc); 3 "fma_row_first": RN32(sb * RN32(sa*part) + acc) (cuBLASLt's
+    1x128 x 1x128 block-scaled kernels, fixtures/layers).  A NaN result is the canonical 0x7FFFFFFF
     (what NVIDIA's FP32 units write; a lead)."""
     a = np.float64(sa)
     b = np.float64(sb)
@@ -106,6 +107,9 @@ def promote_one(acc, part, sa, sb, op):
     z = np.float64(acc)
     if op == 2:
         r = fma_f32(a * b, p, z)  # a*b exact in float64 (48 bits)
+    elif op == 3:
+        t = np.float32(a * p)  # RN32 of the exact product (a*p exact in float64)
+        r = fma_f32(np.float64(t), np.float32(sb), np.float32(acc))
     else:
         s = np.float64(np.float32(a * b))  # RN32 of the exact product
         if op == 0:

@@ -169,17 +169,33 @@ def _golden(args) -> int:
     else:  # torch._scaled_mm
         from refmodel.golden import scaled_mm
 
-        if args.dtype not in ("e4m3", "e5m2"):
-            raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype}")
+        fb = _fmt_b(args)
         sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
-        d = scaled_mm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b_nk", args.dtype), sa, sb,
-                      out_dtype=args.out_dtype, use_fast_accum=args.fast_accum, fmt_a=args.dtype, fmt_b=args.dtype,
+        d = scaled_mm(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b_nk", fb), sa, sb, bias=_bias(args),
+                      out_dtype=args.out_dtype, use_fast_accum=args.fast_accum, fmt_a=args.dtype, fmt_b=fb,
                       kernel=_kernels(args.kernel))
     bits = bits_of(d)
     atomic_write(args.output, lambda fh: np.save(fh, bits))
     print(f"wrote {args.output}: {d.shape[0]}x{d.shape[1]} {args.out_dtype} as raw bits ({bits.dtype}); "
           f"compare with: wgref diff {args.output} YOURS.npy --fmt {args.out_dtype}")
     return 0
+
+
+def _fmt_b(args) -> str:
+    """scaled-mm: B's format (--dtype-b, default --dtype); both FP8."""
+    fb = args.dtype_b or args.dtype
+    if args.dtype not in ("e4m3", "e5m2") or fb not in ("e4m3", "e5m2"):
+        raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype} and --dtype-b {fb}")
+    return fb
+
+
+def _bias(args):
+    """scaled-mm --bias: an (N,) .npy of the output's type (bf16 or f16 values, or their raw bits)."""
+    if args.bias is None:
+        return None
+    if args.out_dtype not in ("bf16", "f16"):
+        raise UsageError(f"--bias needs --out-dtype bf16 or f16 (torch refuses a bias with f32 out), got {args.out_dtype}")
+    return _as_dtype(load_array(args.bias), "bias", args.out_dtype)
 
 
 def _run_schedule(args, a, b):
@@ -229,21 +245,24 @@ def _on_device(args, a, b) -> np.ndarray:
             sa, sb = _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b")
     elif args.library == "scaled-mm":
         from refmodel.golden.kernel_regions import warn_if_switching
-        from refmodel.golden.torch_scaled_mm import _check, scaled_mm_schedule
-        from refmodel.validate import as_float32
+        from refmodel.golden.torch_scaled_mm import scaled_mm_schedule
+        from refmodel.numerics.scaled_mm import check_scaled_mm
 
-        if args.dtype not in ("e4m3", "e5m2"):
-            raise UsageError(f"scaled-mm inputs are e4m3 or e5m2, got --dtype {args.dtype}")
-        _check(aa, bb, args.out_dtype, args.fast_accum, args.dtype, args.dtype)
-        sa = as_float32("scale_a", _scale(args.scale_a, "--scale-a"))
-        sb = as_float32("scale_b", _scale(args.scale_b, "--scale-b"))
+        fb = _fmt_b(args)
+        bb = _as_dtype(b, "b", fb)
+        _, _, sa, sb, bias, mode = check_scaled_mm(aa, bb, _scale(args.scale_a, "--scale-a"),
+                                                   _scale(args.scale_b, "--scale-b"), _bias(args), args.out_dtype,
+                                                   args.fast_accum, args.dtype, fb)
+        if bias is not None or mode not in ("tensor", "row"):
+            raise UsageError(f"wgref golden --device runs scaled-mm with per-tensor or row-wise scales and no bias; "
+                             f"this call ({mode} scales{', a bias' if bias is not None else ''}) runs without --device")
         M, K = aa.shape
         N = bb.shape[0]
         if args.kernel is None:
             warn_if_switching("scaled_mm_fast" if args.fast_accum else "scaled_mm_precise", M, N, K,
                               "cuBLASLt (torch._scaled_mm)", stacklevel=2)
         sched = scaled_mm_schedule(M, N, K, use_fast_accum=args.fast_accum, rowwise=sa.ndim > 0,
-                                   out_dtype=args.out_dtype, fmt_a=args.dtype, fmt_b=args.dtype,
+                                   out_dtype=args.out_dtype, fmt_a=args.dtype, fmt_b=fb,
                                    kernel=_kernels(args.kernel))
     else:
         raise UsageError(f"wgref golden --device runs scaled-mm or a --schedule; the {args.library} model is not "
@@ -271,8 +290,12 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],
                    help="triton, f32 inputs: tf32 (default), tf32x3 or ieee")
     g.add_argument("--imp", type=int, default=None, help="triton, FP8: max_num_imprecise_acc (0, 32, 64, ...)")
-    g.add_argument("--scale-a", default=None, help="scaled-mm: a number, or (M, 1) .npy")
-    g.add_argument("--scale-b", default=None, help="scaled-mm: a number, or (1, N) .npy")
+    g.add_argument("--scale-a", default=None,
+                   help="scaled-mm: a number, or .npy: (M, 1) row-wise, (M, K/128) 1x128 or (M/128, K/128) 128x128 blocks")
+    g.add_argument("--scale-b", default=None,
+                   help="scaled-mm: a number, or .npy: (1, N) row-wise, (K/128, N) 1x128 or (K/128, N/128) 128x128 blocks")
+    g.add_argument("--bias", default=None, metavar="NPY", help="scaled-mm: the (N,) bias, bf16 or f16 like --out-dtype")
+    g.add_argument("--dtype-b", default=None, choices=["e4m3", "e5m2"], help="scaled-mm: B's format (default --dtype)")
     g.add_argument("--fast-accum", action="store_true", help="scaled-mm: use_fast_accum=True")
     g.add_argument("--acc", default=None, choices=["f32", "f16"], help="cutlass, triton: the accumulator (default f32)")
     g.add_argument("--promotion-interval", type=int, default=None,
