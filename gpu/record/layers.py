@@ -54,6 +54,19 @@ def run_scaled_mm(torch, spec):
     return {"d": bits_view(d)}, kernels
 
 
+def run_triton(torch, spec):
+    from gpu.libraries.triton import tiled_matmul, tiled_matmul_kernel
+
+    tiled_matmul_kernel()
+    x = L.triton_inputs(spec)
+    a, b = _t(x["a"], spec["fmt_a"]), _t(x["b"], spec["fmt_b"])
+    imp = -1 if spec["imp"] is None else spec["imp"]
+    c, _ = tiled_matmul(a, b, out=spec["out"], block_m=64, block_n=64, block_k=spec["block_k"], prec="none", imp=imp,
+                        num_warps=4)
+    torch.cuda.synchronize()
+    return {"d": bits_view(c)}, ["triton tiled_matmul bm64 bn64 w4"]
+
+
 def _set_tf32(torch, dtype):
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
 
@@ -93,6 +106,8 @@ class _Capture:
         def wrapped(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
             d = self.orig(a, b, scale_a, scale_b, bias=bias, scale_result=scale_result, out_dtype=out_dtype,
                           use_fast_accum=use_fast_accum)
+            if not all(type(t) is torch.Tensor for t in (a, b, d)):    # a tensor subclass: not raw data
+                return d
             self.calls.append({"op": "scaled_mm", "a": bits_view(a.contiguous()), "a_dtype": str(a.dtype),
                                "a_stride": list(a.stride()), "b": bits_view(b.t().contiguous()),
                                "b_dtype": str(b.dtype), "b_stride": list(b.stride()),
@@ -103,6 +118,8 @@ class _Capture:
 
         def wrapped_mm(a, b, *args, **kw):
             d = self.orig_mm(a, b, *args, **kw)
+            if not all(type(t) is torch.Tensor for t in (a, b, d)):
+                return d
             self.calls.append({"op": "mm", "a": bits_view(a), "a_dtype": str(a.dtype), "b": bits_view(b),
                                "b_dtype": str(b.dtype), "d": bits_view(d)})
             return d
@@ -200,6 +217,8 @@ def main(argv=None) -> int:
         try:
             if spec["op"] == "scaled_mm":
                 outs, kernels = run_scaled_mm(torch, spec)
+            elif spec["op"] == "triton":
+                outs, kernels = run_triton(torch, spec)
             elif spec["op"] in ("float8_linear", "float8_inference"):
                 outs, kernels, captured = run_float8(torch, spec)
             else:

@@ -115,43 +115,175 @@ def split_partials(a, b, *, splits: int = 1, split_align: Optional[int] = None,
             for k0, k1 in zip(bnd[:-1], bnd[1:])]
 
 
+#: cuBLAS's epilogues on sm_90 (nvjet kernels, torch 2.11; fixtures/layers), by kernel-name fragment
+EPILOGUES = {
+    "bz": "D = cvt(acc)  (beta = 0: C is not read)",
+    "bias": "D = cvt(RN(acc + bias[n]))  (F.linear's bias; addmm with a 1-D C and alpha = beta = 1)",
+    "badd": "D = cvt(RN(cvt(acc) + C))  (alpha = beta = 1, no split-K: C added to the rounded output)",
+    "bx": "D = cvt(fma(alpha, acc, RN(beta * C)))  (any other alpha, beta; no split-K)",
+    "bx_splitK": "D = cvt(fma(beta, C, RN(alpha * acc)))  (split-K: in splitKreduce, after the partials' sum)",
+}
+
+
+def epilogue_kind(*, split: bool, bias: bool, c: bool, alpha: float, beta: float, kernel: Optional[str] = None) -> str:
+    """Which of :data:`EPILOGUES` cuBLAS runs for this call: from the kernel name when given (checked
+    against the arguments), else from torch's and cuBLAS's rules as recorded."""
+    if bias:
+        kind = "bias"
+    elif not c or beta == 0:
+        kind = "bz"
+    elif split:
+        kind = "bx_splitK"
+    elif alpha == 1 and beta == 1:
+        kind = "badd"
+    else:
+        kind = "bx"
+    if kernel is not None:
+        frag = "bias" if "_bias_" in kernel or "splitK_bias" in kernel else \
+            "badd" if "_badd_" in kernel else "bx" if "_bx_" in kernel else "bz" if "_bz_" in kernel else None
+        want = {"bx_splitK": "bx"}.get(kind, kind)
+        if frag is not None and frag != want:
+            raise InputError(f"the kernel {kernel[:70]} runs the '{frag}' epilogue, but these arguments ask for "
+                             f"'{want}' ({EPILOGUES[kind]})")
+    if kind == "bz" and alpha != 1:
+        raise InputError(f"alpha = {alpha} with no C (or beta = 0) was not recorded on the H200: cuBLAS's "
+                         f"scaling of a lone product is not established (scale the output yourself, or pass alpha=1)")
+    return kind
+
+
+def apply_epilogue(acc: np.ndarray, kind: str, out_dtype: str, *, bias=None, c=None, alpha: float = 1.0,
+                   beta: float = 1.0) -> np.ndarray:
+    """One of :data:`EPILOGUES` on the float32 accumulator ``acc`` (NaNs canonical), then cvt.rn."""
+    from ..numerics.gemm import _convert
+    from ..numerics.promotion import canonical_nan_f32 as cn
+    from .schedule import OUT_DTYPES
+
+    od = OUT_DTYPES[out_dtype]
+    acc = np.asarray(acc, np.float32)
+    al, be = np.float32(alpha), np.float32(beta)
+    with np.errstate(all="ignore"):
+        if kind == "bz":
+            d = acc
+        elif kind == "bias":
+            d = cn(acc + np.asarray(bias).astype(np.float32))
+        elif kind == "badd":
+            d = cn(_convert(acc, od).astype(np.float32) + np.asarray(c).astype(np.float32))
+        else:
+            cc = np.broadcast_to(np.asarray(c).astype(np.float32), acc.shape)
+            x, y, z = (al, acc, cn(be * cc)) if kind == "bx" else (be, cc, cn(al * acc))
+            d = _fma_arr(np.broadcast_to(x, acc.shape), y, z)
+    return _convert(cn(d), od)
+
+
+def _fma_arr(x, y, z) -> np.ndarray:
+    """fma.rn.f32 elementwise (float32 arrays of one shape)."""
+    x, y, z = (np.ascontiguousarray(np.broadcast_to(v, np.shape(y)), np.float32).ravel() for v in (x, y, z))
+    out = np.empty(x.size, np.float32)
+    _fma_loop(x, y, z, out)
+    return out.reshape(np.shape(y))
+
+
+def _fma_loop(x, y, z, out):
+    global _FMA_LOOP
+    if _FMA_LOOP is None:
+        import numba
+
+        from ..numerics.promotion import fma_f32
+
+        @numba.njit(cache=False)
+        def loop(x, y, z, out):
+            for i in range(x.size):
+                out[i] = fma_f32(np.float64(x[i]), y[i], z[i])
+        _FMA_LOOP = loop
+    _FMA_LOOP(x, y, z, out)
+
+
+_FMA_LOOP = None
+
+
+def _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype):
+    """The epilogue arguments against the (B,) M x N output; returns typed bias, c, float alpha, beta."""
+    M, N = a.shape[-2], b.shape[-1]
+    for nm, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not np.isfinite(v):
+            raise InputError(f"{nm} must be a finite real number, got {_describe(v)}")
+    od = _OUT[out_dtype]
+    if bias is not None:
+        if c is not None:
+            raise InputError("give bias= (F.linear) or c= (addmm), not both")
+        bias = as_array("bias", bias, what="an (N,) array")
+        if bias.shape != (N,):
+            raise InputError(f"bias must have shape (N,) = ({N},), got {bias.shape}")
+        if bias.dtype != od:
+            raise DTypeError(f"bias must be {od.name} like the output, got {bias.dtype}")
+        if alpha != 1 or beta != 1:
+            raise InputError("bias= is F.linear's bias: alpha and beta stay 1 (use c= for addmm)")
+    if c is not None:
+        c = as_array("c", c, what="an array broadcastable to the output")
+        if c.dtype != od:
+            raise DTypeError(f"c must be {od.name} like the output, got {c.dtype}")
+        out_shape = a.shape[:-2] + (M, N) if a.ndim == 3 else (M, N)
+        try:
+            np.broadcast_shapes(c.shape, out_shape)
+        except ValueError:
+            raise InputError(f"c of shape {c.shape} does not broadcast to the output {out_shape}") from None
+        if c.ndim == 1 and alpha == 1 and beta == 1:       # torch's addmm takes the bias epilogue then
+            c, bias = None, c
+    return bias, c, float(alpha), float(beta)
+
+
 @strict_options
-def cublas_matmul(a, b, *, splits: Optional[int] = None, split_align: Optional[int] = None,
-                  instr: Optional[str] = None, reduce_dtype: Optional[str] = None, out_dtype: Optional[str] = None,
-                  kernel=None, schedule=None) -> np.ndarray:
-    """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table).
+def cublas_matmul(a, b, *, bias=None, c=None, alpha: float = 1.0, beta: float = 1.0, splits: Optional[int] = None,
+                  split_align: Optional[int] = None, instr: Optional[str] = None, reduce_dtype: Optional[str] = None,
+                  out_dtype: Optional[str] = None, kernel=None, schedule=None) -> np.ndarray:
+    """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table), with its epilogues.
 
     ``a`` (M, K), ``b`` (K, N): bfloat16, float16 or FP8 (e4m3/e5m2; unit scales, the precise
-    ``use_fast_accum=False`` mode).  ``splits``: split-K count S (1 = no split-K).
+    ``use_fast_accum=False`` mode); batched ``a`` (B, M, K) with ``b`` (B, K, N) or (K, N)
+    (``torch.bmm`` / ``matmul``: every batch the same schedule).  Epilogues (:data:`EPILOGUES`):
+    ``bias`` (N,) — ``F.linear(x, w, bias)``; ``c``, ``alpha``, ``beta`` — ``torch.addmm(c, a, b,
+    beta=, alpha=)`` / ``baddbmm`` (c broadcastable to the output; a 1-D c with alpha = beta = 1 is
+    the bias epilogue, as torch runs it).  ``splits``: split-K count S (1 = no split-K).
     ``split_align``: chunk alignment along K (None: 64 for wgmma bf16/f16, 128 for FP8, 8 for
     mma.sync.m16n8k8).  ``instr``: None/'wgmma' (nvjet kernels) or 'mma.sync.m16n8k8'
     (``cutlass_75_tensorop_s1688gemm``).  ``reduce_dtype``: None/'f32' keeps the partials in float32
     (every recorded call); 'bf16'/'f16' rounds each partial first (a refuted hypothesis, kept for
     comparison).  ``out_dtype``: None (the input dtype; f32 for FP8), 'f32', 'bf16' or 'f16'.
-    ``kernel``: the kernel name(s) torch's profiler showed: the schedule comes from
+    ``kernel``: the kernel name(s) torch's profiler showed: the schedule and the epilogue come from
     :func:`cublas_schedule` (an unrecorded split-K shape is refused); ``schedule``: a stored or
     inferred :class:`~refmodel.golden.Schedule` to run.  With none of ``splits``, ``kernel`` and
     ``schedule``, a shape where cuBLAS was seen switching to split-K warns
     (:class:`~refmodel.golden.ScheduleWarning`) and the bits are those of one K chain.
-    Any M, N, K: M, N and each chunk's K are zero-padded to the instruction (zero products add
-    nothing; recorded: M = 1, 16, 257, N = 129, K = 1000 with k8; a K padded inside a wgmma k16/k32
-    chain was not recorded).
     """
     given = [nm for nm, v in (("splits", splits), ("kernel", kernel), ("schedule", schedule)) if v is not None]
     if len(given) > 1:
         raise InputError(f"give one of splits=, kernel= and schedule=, got {' and '.join(given)}")
+    a = as_array("a", a, what="an (M, K) or (B, M, K) array")
+    b = as_array("b", b, what="a (K, N) or (B, K, N) array")
+    if a.ndim == 3 or b.ndim == 3:
+        if a.ndim != 3 or b.ndim not in (2, 3) or (b.ndim == 3 and b.shape[0] != a.shape[0]):
+            raise InputError(f"batched inputs are a (B, M, K) with b (B, K, N) or (K, N), got {a.shape} and {b.shape}")
+        bs = [b[i] if b.ndim == 3 else b for i in range(a.shape[0])]
+        od = out_dtype or ("f32" if _dtype_name(a, b) in ("e4m3", "e5m2") else _dtype_name(a, b))
+        bias_, c_, al, be = _check_epilogue_args(a, b, bias, c, alpha, beta, od)
+        cb = None if c_ is None else np.broadcast_to(c_, (a.shape[0], a.shape[1], b.shape[-1]))
+        outs = [cublas_matmul(a[i], bs[i], bias=bias_, c=None if cb is None else cb[i], alpha=al, beta=be,
+                              splits=splits, split_align=split_align, instr=instr, reduce_dtype=reduce_dtype,
+                              out_dtype=out_dtype, kernel=kernel, schedule=schedule) for i in range(a.shape[0])]
+        return np.stack(outs)
+    epi = bias is not None or c is not None or alpha != 1 or beta != 1
     if schedule is not None:
         from .schedule import load_schedule
 
-        a = as_array("a", a, what="an (M, K) array")
-        b = as_array("b", b, what="a (K, N) array")
+        if epi:
+            raise InputError("schedule= runs a stored schedule without cuBLAS's epilogues: give no bias, c, alpha, beta")
         return load_schedule(schedule).run(a, b)
+    name = None
     if kernel is not None:
-        a = as_array("a", a, what="an (M, K) array")
-        b = as_array("b", b, what="a (K, N) array")
         if a.ndim != 2 or b.ndim != 2:
             raise InputError(f"a must be (M, K) and b (K, N), got {a.shape} and {b.shape}")
         cs = cublas_schedule(kernel, a.shape[0], b.shape[1], a.shape[1])
+        name = _gemm_kernel(kernel)
         if not cs.determined:
             import warnings
 
@@ -166,16 +298,26 @@ def cublas_matmul(a, b, *, splits: Optional[int] = None, split_align: Optional[i
         reduce_dtype = reduce_dtype or kw["reduce_dtype"]
     warn = splits is None
     splits = 1 if splits is None else splits
-    a, b, name, fp8, instr, split_align, out_dtype = _check(a, b, splits, split_align, instr,
-                                                            reduce_dtype, out_dtype)
+    a, b, name_dt, fp8, instr, split_align, out_dtype = _check(a, b, splits, split_align, instr,
+                                                               reduce_dtype, out_dtype)
     if warn:
         from .kernel_regions import warn_if_switching
 
-        warn_if_switching("scaled_mm_precise" if fp8 else f"matmul_{name}", a.shape[0], b.shape[1], a.shape[1],
+        warn_if_switching("scaled_mm_precise" if fp8 else f"matmul_{name_dt}", a.shape[0], b.shape[1], a.shape[1],
                           "cuBLAS", stacklevel=4)
-    sched = matmul_schedule(name, splits=splits, split_align=split_align, instr=instr, reduce_dtype=reduce_dtype,
-                            out_dtype=out_dtype, dtype_b=_NAMES[np.dtype(b.dtype)])
-    return sched.run(a, b)
+    if not epi:
+        sched = matmul_schedule(name_dt, splits=splits, split_align=split_align, instr=instr,
+                                reduce_dtype=reduce_dtype, out_dtype=out_dtype, dtype_b=_NAMES[np.dtype(b.dtype)])
+        return sched.run(a, b)
+    if fp8 or instr != "wgmma":
+        raise InputError("cuBLAS's bias / C epilogues were recorded for bf16 and f16 nvjet kernels only")
+    bias, c, alpha, beta = _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype)
+    kind = epilogue_kind(split=splits > 1, bias=bias is not None, c=c is not None, alpha=alpha, beta=beta,
+                         kernel=name)
+    sched = matmul_schedule(name_dt, splits=splits, split_align=split_align, instr=instr, reduce_dtype=reduce_dtype,
+                            out_dtype=None, dtype_b=_NAMES[np.dtype(b.dtype)])
+    acc = sched.run(a, b)
+    return apply_epilogue(acc, kind, out_dtype, bias=bias, c=c, alpha=alpha, beta=beta)
 
 
 def matmul_schedule(dtype: str, *, splits: int, split_align: int, instr: str, reduce_dtype: Optional[str],
@@ -229,6 +371,17 @@ _RECORDED_SPLITS = {
         3, (2, 3, 4, 5, 6, 8, 10, 16, 22, 32, 64),
         "1024 bf16 outputs do not tell these split counts apart; 3 is a guess (same K as 16x16x4096)"),
     ("cutlass_75_tensorop_s1688gemm_bf16_64x64_nn_align1", 257, 129, 1000): (14, (), ""),
+    # fixtures/layers (F.linear, addmm, matmul; python -m gpu.record.layers)
+    **{(f"nvjet_sm90_{t}_64x32_64x16_2x4_h_bz_splitK{b}_TNT", 128, 256, 4096): (3, (), "")
+       for t in ("tst", "hsh") for b in ("", "_bias")},
+    **{(f"nvjet_sm90_{t}_64x32_64x16_1x2_h_{e}_splitK_NNT", 64, 64, 8192): (6, (), "")
+       for t in ("tst", "hsh") for e in ("bx", "bz")},
+    **{(f"nvjet_sm90_{t}_64x32_64x16_1x2_h_bz_splitK_bias_NNT", 64, 64, 8192): (6, (), "") for t in ("tst", "hsh")},
+    **{(f"nvjet_sm90_{t}_64x32_64x16_1x4_h_bz_splitK_NNT", 64, 64, 4096): (3, (), "") for t in ("tst", "hsh")},
+    **{(f"nvjet_sm90_{t}_64x32_64x16_1x2_h_bz_splitK{b}_TNT", 64, 64, 8192): (
+        6, (4, 6, 7, 8, 9, 10, 11) if (t, b) == ("hsh", "_bias") else tuple(range(2, 12)),
+        "the recorded data (cancel / zero families) does not tell the split counts apart; 6 is a guess (the NNT "
+        "kernel's count at this shape)") for t in ("tst", "hsh") for b in ("", "_bias")},
     ("nvjet_sm90_qqsss_64x32_128x16_1x2_h_bz_algo2_splitK_TNT", 64, 64, 8192): (
         6, ("any",),
         "the float32 sums of the 128-K promotion stages are exact on this data, so every split count "

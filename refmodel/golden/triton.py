@@ -86,18 +86,18 @@ def _instr(a: np.ndarray, b: np.ndarray, input_precision: Any) -> str:
     raise DTypeError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {da}")
 
 
-def _instr_for(dt: np.dtype, input_precision: Any) -> str:
-    x = np.empty(0, dt)
-    return _instr(x, x, input_precision)
+def _instr_for(dt: np.dtype, input_precision: Any, dt_b=None) -> str:
+    return _instr(np.empty(0, dt), np.empty(0, dt if dt_b is None else np.dtype(dt_b)), input_precision)
 
 
 @strict_options
 def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
-                    out_dtype=np.float32, acc_dtype=np.float32) -> Schedule:
+                    out_dtype=np.float32, acc_dtype=np.float32, dtype_b=None) -> Schedule:
     """The :class:`~refmodel.golden.Schedule` of the Triton tiled matmul for inputs of ``dtype`` (a numpy
-    dtype: e4m3, e5m2, float16, bfloat16, float32) and K, with the kernel's options (module table)."""
+    dtype: e4m3, e5m2, float16, bfloat16, float32) and K, with the kernel's options (module table);
+    ``dtype_b``: B's dtype where it differs (mixed FP8: e4m3 x e5m2)."""
     dt = np.dtype(dtype)
-    instr = _instr_for(dt, input_precision)
+    instr = _instr_for(dt, input_precision, dtype_b)
     from ..wgmma_forms import parse_wgmma
 
     kinstr = parse_wgmma(instr).k
@@ -158,7 +158,8 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     M, K = a.shape
     N = b.shape[1]
     sched = triton_schedule(a.dtype, K, block_k=block_k, input_precision=input_precision,
-                            max_num_imprecise_acc=max_num_imprecise_acc, out_dtype=out_dtype, acc_dtype=acc_dtype)
+                            max_num_imprecise_acc=max_num_imprecise_acc, out_dtype=out_dtype, acc_dtype=acc_dtype,
+                            dtype_b=b.dtype)
     if M % 64 or N % 8:
         raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
     with np.errstate(all="ignore"):

@@ -33,7 +33,7 @@ BIAS_DTYPES = (None, "bf16", "f16")
 SCALE_CLASSES = ("unit", "pow2", "random", "wide", "special")
 BIAS_CLASSES = ("normal", "special")
 OP_SALT = {"scaled_mm": 1, "linear": 2, "addmm": 3, "baddbmm": 4, "bmm": 5, "matmul": 6, "float8_linear": 7,
-           "float8_inference": 8}
+           "float8_inference": 8, "triton": 9}
 OPS = tuple(OP_SALT)
 
 
@@ -276,9 +276,29 @@ def float8_specs() -> list[dict]:
     return out
 
 
+# ----------------------------------------------------------------------------- Triton, every FP8 pair
+
+def triton_specs() -> list[dict]:
+    """The textbook Triton matmul (gpu.libraries.triton) on every FP8 operand pair — the mixed ones
+    (e4m3 x e5m2, e5m2 x e4m3) included — with max_num_imprecise_acc None / 0 / 32, BLOCK_K 64 and 128,
+    f32 and bf16 outputs."""
+    out, seed = [], 0
+    for (fa, fb), imp, bk, od in itertools.product(FMT_PAIRS, (None, 0, 32), (64, 128), ("f32", "bf16")):
+        seed += 1
+        out.append({"op": "triton", "seed": seed, "fmt_a": fa, "fmt_b": fb, "imp": imp, "block_k": bk, "out": od,
+                    "M": 128, "N": 128, "K": 512, "family": FAMILIES[seed % len(FAMILIES)]})
+    return out
+
+
+def triton_inputs(spec: dict) -> dict[str, np.ndarray]:
+    """a (M, K) of fmt_a and b (K, N) of fmt_b."""
+    a, b = operands(_rng(spec), spec["family"], spec["fmt_a"], spec["fmt_b"], spec["M"], spec["N"], spec["K"])
+    return {"a": a, "b": b}
+
+
 def all_specs() -> list[dict]:
     """Every recorded whole-layer call, in recording order."""
-    return scaled_mm_specs() + cublas_specs() + float8_specs()
+    return scaled_mm_specs() + cublas_specs() + float8_specs() + triton_specs()
 
 
 def label(spec: dict) -> str:
@@ -287,9 +307,63 @@ def label(spec: dict) -> str:
     if op == "scaled_mm":
         return (f"_scaled_mm {spec['scaling']} {spec['fmt_a']}x{spec['fmt_b']} {spec['M']}x{spec['N']}x{spec['K']} "
                 f"->{spec['out']} fast={int(spec['fast'])} bias={spec['bias']} {spec['family']}/{spec['scale_class']}")
+    if op == "triton":
+        return (f"triton {spec['fmt_a']}x{spec['fmt_b']} {spec['M']}x{spec['N']}x{spec['K']} bk{spec['block_k']} "
+                f"imp={spec['imp']} ->{spec['out']} {spec['family']}")
     if op in ("float8_linear", "float8_inference"):
         what = spec.get("recipe") or spec.get("granularity")
         return f"torchao {op} {what} {spec['M']}x{spec['K']}x{spec['N']} {spec['family']}"
     shape = f"{spec.get('B', '')}{'x' if 'B' in spec else ''}{spec['M']}x{spec['N']}x{spec['K']}"
     extra = "".join(f" {k}={spec[k]}" for k in ("bias", "c", "alpha", "beta", "batched_b") if k in spec)
     return f"{op} {spec['dtype']} {shape}{extra} {spec['family']}"
+
+
+# ----------------------------------------------------------------------------- golden models of the calls
+
+def output_size(spec: dict) -> int:
+    """How many output elements the call writes (the torchao layers: y, grad_x and grad_w)."""
+    M, N, K = spec["M"], spec["N"], spec["K"]
+    if spec["op"] == "float8_linear":
+        return M * N + M * K + N * K
+    return spec.get("B", 1) * M * N
+
+
+def golden(spec: dict, kernels) -> list[np.ndarray]:
+    """The golden model's outputs of one recorded call, given the kernel names torch's profiler showed;
+    raises the model's one-sentence refusal (a :class:`~refmodel.errors.WgrefError`) where it does not know."""
+    from ..golden import cublas_matmul
+    from ..golden.torch_scaled_mm import scaled_mm
+
+    op = spec["op"]
+    if op == "scaled_mm":
+        x = scaled_mm_inputs(spec)
+        return [scaled_mm(x["a"], x["b_nk"], x["scale_a"], x["scale_b"], bias=x["bias"], out_dtype=spec["out"],
+                          use_fast_accum=spec["fast"], fmt_a=spec["fmt_a"], fmt_b=spec["fmt_b"],
+                          kernel=kernels)]
+    if op == "triton":
+        from ..dtypes import element_dtype as _ed
+        from ..golden import triton_matmul
+
+        x = triton_inputs(spec)
+        with np.errstate(all="ignore"):
+            return [triton_matmul(x["a"], x["b"], block_k=spec["block_k"], max_num_imprecise_acc=spec["imp"],
+                                  out_dtype=_ed(spec["out"]))]
+    if op in ("float8_linear", "float8_inference"):
+        from ..golden.torchao import float8_inference, float8_linear
+
+        x = float8_inputs(spec)
+        if op == "float8_linear":
+            return list(float8_linear(x["x"], x["w"], x["grad_y"], recipe=spec["recipe"]))
+        return [float8_inference(x["x"], x["w"], x.get("bias"), granularity=spec["granularity"])]
+    x = cublas_inputs(spec)
+    if spec["dtype"] not in ("bf16", "f16"):
+        from ..errors import UnmodelledError
+
+        raise UnmodelledError(f"cuBLAS's {spec['dtype']} kernels ({'tf32 mma.sync / wgmma' if spec['dtype'] == 'tf32' else 'SIMT sgemm'}) "
+                              f"are not modelled: only bf16 and f16 GEMMs are")
+    kw = {"kernel": kernels}
+    if op == "linear":
+        return [cublas_matmul(x["x"], np.ascontiguousarray(x["w"].T), bias=x["bias"], **kw)]
+    if op in ("addmm", "baddbmm"):
+        return [cublas_matmul(x["a"], x["b"], c=x["c"], alpha=spec["alpha"], beta=spec["beta"], **kw)]
+    return [cublas_matmul(x["a"], x["b"], **kw)]
