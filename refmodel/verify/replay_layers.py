@@ -10,6 +10,7 @@ silently wrong; a call torch itself refused must be refused by the model too.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,9 @@ def replay_layer_calls(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, f
                 total.add(Result(1, 1, [f"{label}: torch refused it ({rec['error'][:80]}), the model returns bits"]))
             continue
         try:
-            outs = L.golden(spec, rec["kernels"])
+            with warnings.catch_warnings():       # an undetermined split count warns; the digest decides
+                warnings.simplefilter("ignore")
+                outs = L.golden(spec, rec["kernels"])
         except WgrefError:
             refused += 1
             continue
