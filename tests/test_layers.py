@@ -170,9 +170,34 @@ def test_specs_rebuild_their_inputs_bit_for_bit():
     assert L.output_size({"op": "float8_linear", "M": 2, "N": 3, "K": 5}) == 6 + 10 + 15
 
 
-def test_torchao_is_refused_until_modelled():
-    from refmodel.golden.torchao import float8_linear
-    from refmodel.errors import UnmodelledError
+def test_torchao_scales_follow_torchaos_formula():
+    from refmodel.golden.torchao import amax_to_scale, cast_to_float8, round_down_to_power_of_2
 
-    with pytest.raises(UnmodelledError, match="not modelled yet"):
-        float8_linear(np.zeros((16, 16), BF), np.zeros((16, 16), BF), recipe="tensorwise")
+    s = amax_to_scale(np.array([1.0, 3.0, 0.0, np.nan, np.inf], np.float32), "e4m3", pow2=False)
+    assert s[0] == np.float32(448) and s[1] == np.float32((1.0 / 3.0) * 448.0)
+    assert s[2] == np.float32(448e12) and np.isnan(s[3]) and s[4] == 0          # EPS clamp, NaN, 1/inf
+    p = round_down_to_power_of_2(np.array([448.0, 3.0, 1.0, 0.75, 0.0], np.float32))
+    assert p.tolist() == [256.0, 2.0, 1.0, 0.5, 0.0]
+    x = np.array([[1.0, -2.0, 1000.0], [np.nan, 1.0, 0.0]], np.float32).astype(BF)
+    codes, scale = cast_to_float8(x, "e4m3", axis=1, pow2=True)
+    assert scale[0, 0] == np.float32(0.25)                                    # 448 / 1000 -> 0.448 -> 2^-2
+    assert np.isnan(scale[1, 0]) and np.isnan(codes[1].astype(np.float32)).all()   # a NaN row is lost whole
+    assert codes[0].astype(np.float32).tolist() == [0.25, -0.5, 256.0]         # 1000 * 0.25 = 250 -> e4m3 256
+
+
+def test_torchao_tensorwise_forward_is_one_scaled_mm_of_its_casts():
+    from refmodel.golden.torchao import cast_to_float8, float8_linear
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((64, 128)).astype(BF)
+    w = rng.standard_normal((64, 128)).astype(BF)
+    x8, sx = cast_to_float8(x, "e4m3", axis=None, pow2=False)
+    w8, sw = cast_to_float8(w, "e4m3", axis=None, pow2=False)
+    want = scaled_mm(x8, w8, np.float32(1) / sx, np.float32(1) / sw, out_dtype="bf16", use_fast_accum=True)
+    assert np.array_equal(bits_of(float8_linear(x, w, recipe="tensorwise")), bits_of(want))
+    y, gx, gw = float8_linear(x, w, rng.standard_normal((64, 64)).astype(BF), recipe="rowwise")
+    assert gx.shape == (64, 128) and gw.shape == (64, 128) and y.dtype == BF
+    with pytest.raises(InputError, match="recipe must be one of"):
+        float8_linear(x, w, recipe="delayed")
+    with pytest.raises(DTypeError, match="bfloat16"):
+        float8_linear(x.astype(np.float32), w, recipe="rowwise")

@@ -329,7 +329,7 @@ def output_size(spec: dict) -> int:
 
 
 def golden(spec: dict, kernels) -> list[np.ndarray]:
-    """The golden model's outputs of one recorded call, given the kernel names torch's profiler showed;
+    """The golden model's outputs of one recorded call (in the order of their sorted names), given the kernel names torch's profiler showed;
     raises the model's one-sentence refusal (a :class:`~refmodel.errors.WgrefError`) where it does not know."""
     from ..golden import cublas_matmul
     from ..golden.torch_scaled_mm import scaled_mm
@@ -352,8 +352,9 @@ def golden(spec: dict, kernels) -> list[np.ndarray]:
         from ..golden.torchao import float8_inference, float8_linear
 
         x = float8_inputs(spec)
-        if op == "float8_linear":
-            return list(float8_linear(x["x"], x["w"], x["grad_y"], recipe=spec["recipe"]))
+        if op == "float8_linear":                  # the recorder's order: sorted names grad_w, grad_x, y
+            y, gx, gw = float8_linear(x["x"], x["w"], x["grad_y"], recipe=spec["recipe"])
+            return [gw, gx, y]
         return [float8_inference(x["x"], x["w"], x.get("bias"), granularity=spec["granularity"])]
     x = cublas_inputs(spec)
     if spec["dtype"] not in ("bf16", "f16"):
