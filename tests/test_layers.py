@@ -140,6 +140,18 @@ def test_badd_adds_c_to_the_rounded_output_and_bx_fuses():
     assert not np.array_equal(bits_of(badd), bits_of(one_chain))      # the data tells the two apart
 
 
+def test_bx_epilogue_is_one_fma_per_output_and_keeps_the_shape():
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((64, 64)).astype(BF)
+    b = rng.standard_normal((64, 16)).astype(BF)
+    c = rng.standard_normal((16,)).astype(BF)
+    d = cublas_matmul(a, b, c=c, alpha=2.0, beta=0.5)
+    assert d.shape == (64, 16) and d.dtype == BF
+    acc = cublas_matmul(a, b, out_dtype="f32").astype(np.float64)
+    want = (2.0 * acc + np.float32(0.5 * c.astype(np.float32)).astype(np.float64)).astype(np.float32).astype(BF)
+    assert np.array_equal(bits_of(d), bits_of(want))          # 2*acc exact in f64: fma's one rounding
+
+
 def test_batched_matmul_is_each_batch_alone():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((3, 64, 128)).astype(BF)

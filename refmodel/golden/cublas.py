@@ -177,10 +177,11 @@ def apply_epilogue(acc: np.ndarray, kind: str, out_dtype: str, *, bias=None, c=N
 
 def _fma_arr(x, y, z) -> np.ndarray:
     """fma.rn.f32 elementwise (float32 arrays of one shape)."""
-    x, y, z = (np.ascontiguousarray(np.broadcast_to(v, np.shape(y)), np.float32).ravel() for v in (x, y, z))
+    shape = np.shape(y)
+    x, y, z = (np.ascontiguousarray(np.broadcast_to(v, shape), np.float32).ravel() for v in (x, y, z))
     out = np.empty(x.size, np.float32)
     _fma_loop(x, y, z, out)
-    return out.reshape(np.shape(y))
+    return out.reshape(shape)
 
 
 def _fma_loop(x, y, z, out):

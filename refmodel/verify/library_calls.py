@@ -23,7 +23,9 @@ from ..dtypes import element_dtype
 from ..errors import InputError
 from .families.matrix import FAMILIES, make_inputs
 
-TARGETS = ("triton", "cublas", "scaled-mm")
+from ..golden.registry import fuzz_targets
+
+TARGETS = fuzz_targets()            # ("triton", "scaled-mm", "cublas"): one entry each in refmodel.golden.registry
 TRITON_BM = TRITON_BN = 64          # the fuzzed Triton kernel's tile (M, N multiples of it)
 # the shapes drawn (module constants, so a test can shrink them)
 TRITON_MN = (64, 128, 256)          # M and N of a Triton call; K = BLOCK_K * 1..TRITON_K_BLOCKS

@@ -8,6 +8,7 @@ import argparse
 import math
 import re
 
+from refmodel.golden.registry import fuzz_targets as _fuzz_targets
 from wgref.commands.common import UsageError, command, json
 
 _DURATION = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([smh]?)\s*", re.IGNORECASE)
@@ -73,7 +74,7 @@ def _side_report(rep, as_json: bool, summary: str, where: str) -> int:
     return 1 if rep.mismatches else 0
 
 
-_LIB_TARGETS = ("lib:triton", "lib:cublas", "lib:scaled-mm")
+_LIB_TARGETS = tuple(f"lib:{t}" for t in _fuzz_targets())
 
 # which options each kind of target takes: dense wgmma on the cpu engine ("wgmma") or the GPU
 # engine ("wgmma-gpu"), library calls, cvt forms, layout (descriptor) and sparse campaigns.

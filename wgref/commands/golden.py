@@ -26,13 +26,11 @@ def _as_dtype(x: np.ndarray, name: str, dt: str) -> np.ndarray:
     raise UsageError(f"{name} must hold {dt} values or {8 * want.itemsize}-bit codes, got {x.dtype}")
 
 
-# which options each library takes (-o, --dtype and --out-dtype apply to all four)
-_TAKES = {
-    "--block-k": ("triton",), "--input-precision": ("triton",), "--imp": ("triton",),
-    "--scale-a": ("scaled-mm",), "--scale-b": ("scaled-mm",), "--fast-accum": ("scaled-mm",),
-    "--acc": ("cutlass", "triton"), "--promotion-interval": ("cutlass",),
-    "--kernel": ("cublas", "scaled-mm", "cusparselt"), "--splits": ("cublas",),
-}
+def _takes() -> dict:
+    """Which options each library takes (-o, --dtype and --out-dtype apply to all): refmodel.golden.registry."""
+    from refmodel.golden.registry import option_owners
+
+    return option_owners()
 # options a stored schedule replaces (the schedule says what the kernel does)
 _MODEL_OPTIONS = ("--block-k", "--input-precision", "--imp", "--fast-accum", "--acc", "--promotion-interval",
                   "--kernel", "--splits")
@@ -43,7 +41,10 @@ def _check_options(args) -> None:
     given = {"--block-k": args.block_k, "--input-precision": args.input_precision, "--imp": args.imp,
              "--scale-a": args.scale_a, "--scale-b": args.scale_b, "--fast-accum": args.fast_accum or None,
              "--acc": args.acc, "--promotion-interval": args.promotion_interval, "--kernel": args.kernel,
-             "--splits": args.splits}
+             "--splits": args.splits, "--bias": args.bias, "--dtype-b": args.dtype_b, "--c": args.c,
+             "--alpha": args.alpha, "--beta": args.beta, "--recipe": args.recipe, "--granularity": args.granularity,
+             "--grad-y": args.grad_y}
+    _TAKES = _takes()
     if getattr(args, "schedule", None) is not None:
         clash = [o for o in _MODEL_OPTIONS if given[o] is not None]
         if clash:
@@ -116,7 +117,8 @@ def _golden(args) -> int:
     from refmodel.fileio import atomic_write, check_output
 
     _check_options(args)
-    inputs = [_file_of(args.a), _file_of(args.b)] + [_file_of(x) for x in (args.scale_a, args.scale_b)
+    inputs = [_file_of(args.a), _file_of(args.b)] + [_file_of(x) for x in (args.scale_a, args.scale_b, args.bias,
+                                                                             args.c, args.grad_y)
                                                       if x is not None and _is_file_arg(x)]
     check_output(args.output, inputs=inputs)   # not a device, a folder, a symlink or one of the inputs
     if args.schedule is not None:
@@ -133,12 +135,14 @@ def _golden(args) -> int:
         return 0
     if args.schedule is not None:
         d = _run_schedule(args, a, b)
+    elif args.library == "torchao":
+        return _torchao(args, a, b)
     elif args.library == "triton":
         from refmodel.golden import triton_matmul
 
         if args.block_k is None:
             raise UsageError("wgref golden triton needs --block-k (the kernel's BLOCK_K)")
-        d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype), block_k=args.block_k,
+        d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype_b or args.dtype), block_k=args.block_k,
                           input_precision=args.input_precision or "tf32", max_num_imprecise_acc=args.imp,
                           out_dtype=np.dtype(element_dtype(args.out_dtype)),
                           acc_dtype=np.float16 if args.acc == "f16" else np.float32)
@@ -156,9 +160,16 @@ def _golden(args) -> int:
         if args.dtype not in ("e4m3", "e5m2", "bf16", "f16"):
             raise UsageError(f"cublas inputs are e4m3, e5m2, bf16 or f16, got --dtype {args.dtype}")
         aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
-        if aa.ndim != 2 or bb.ndim != 2:
-            raise UsageError(f"cublas: a must be (M, K) and b (K, N), got {aa.shape} and {bb.shape}")
-        d = cublas_matmul(aa, bb, splits=args.splits, kernel=_kernels(args.kernel), out_dtype=args.out_dtype)
+        if aa.ndim not in (2, 3) or bb.ndim not in (2, 3):
+            raise UsageError(f"cublas: a must be (M, K) or (B, M, K) and b (K, N) or (B, K, N), got {aa.shape} and "
+                             f"{bb.shape}")
+        epi = {}
+        if args.bias is not None:
+            epi["bias"] = _as_dtype(load_array(args.bias), "bias", args.out_dtype)
+        if args.c is not None:
+            epi["c"] = _as_dtype(load_array(args.c), "c", args.out_dtype)
+        epi.update({k: v for k, v in (("alpha", args.alpha), ("beta", args.beta)) if v is not None})
+        d = cublas_matmul(aa, bb, splits=args.splits, kernel=_kernels(args.kernel), out_dtype=args.out_dtype, **epi)
     elif args.library == "cusparselt":
         from refmodel.golden import cusparselt_matmul
 
@@ -176,8 +187,46 @@ def _golden(args) -> int:
                       kernel=_kernels(args.kernel))
     bits = bits_of(d)
     atomic_write(args.output, lambda fh: np.save(fh, bits))
-    print(f"wrote {args.output}: {d.shape[0]}x{d.shape[1]} {args.out_dtype} as raw bits ({bits.dtype}); "
+    print(f"wrote {args.output}: {'x'.join(map(str, d.shape))} {args.out_dtype} as raw bits ({bits.dtype}); "
           f"compare with: wgref diff {args.output} YOURS.npy --fmt {args.out_dtype}")
+    return 0
+
+
+def _torchao(args, x, w) -> int:
+    """torchao's float8 layer: y (and with --grad-y, grad_x and grad_w in one .npz) as raw bf16 bits."""
+    from refmodel.dtypes import bits_of
+    from refmodel.fileio import atomic_write
+    from refmodel.golden.torchao import float8_inference, float8_linear
+
+    if args.dtype != "bf16" or args.out_dtype != "bf16":
+        raise UsageError("wgref golden torchao takes --dtype bf16 --out-dtype bf16 (the recorded layers are bf16)")
+    if (args.recipe is None) == (args.granularity is None):
+        raise UsageError("wgref golden torchao needs --recipe (Float8Linear training) or --granularity "
+                         "(float8 inference), one of them")
+    xx, ww = _as_dtype(x, "x", "bf16"), _as_dtype(w, "w (N, K)", "bf16")
+    if args.granularity is not None:
+        if args.grad_y is not None:
+            raise UsageError("--grad-y is for Float8Linear (--recipe); the inference path has no backward")
+        bias = None if args.bias is None else _as_dtype(load_array(args.bias), "bias", "bf16")
+        outs = {"y": float8_inference(xx, ww, bias, granularity=args.granularity)}
+    else:
+        if args.bias is not None:
+            raise UsageError("--bias is for the inference path (--granularity); Float8Linear adds its bias outside "
+                             "the float8 GEMMs (add it yourself, in bf16)")
+        if args.grad_y is None:
+            outs = {"y": float8_linear(xx, ww, recipe=args.recipe)}
+        else:
+            g = _as_dtype(load_array(args.grad_y), "grad_y", "bf16")
+            y, gx, gw = float8_linear(xx, ww, g, recipe=args.recipe)
+            outs = {"y": y, "grad_x": gx, "grad_w": gw}
+    if len(outs) == 1:
+        atomic_write(args.output, lambda fh: np.save(fh, bits_of(outs["y"])))
+    else:
+        if not str(args.output).endswith(".npz"):
+            raise UsageError(f"with --grad-y the output holds y, grad_x and grad_w: name it .npz, got {args.output}")
+        atomic_write(args.output, lambda fh: np.savez(fh, **{k: bits_of(v) for k, v in outs.items()}))
+    print(f"wrote {args.output}: {', '.join(f'{k} {v.shape[0]}x{v.shape[1]}' for k, v in outs.items())} bf16 as raw "
+          f"bits (uint16); compare with: wgref diff")
     return 0
 
 
@@ -280,7 +329,9 @@ def _on_device(args, a, b) -> np.ndarray:
 def add_golden_parser(sub) -> None:
     """``wgref golden``: a library kernel's bit-exact output."""
     g = sub.add_parser("golden", help="the bit-exact output of a library kernel (triton matmul, torch._scaled_mm, CUTLASS DSL GEMM, cuBLAS matmul, cuSPARSELt)")
-    g.add_argument("library", choices=["triton", "scaled-mm", "cutlass", "cublas", "cusparselt"])
+    from refmodel.golden.registry import cli_names
+
+    g.add_argument("library", choices=list(cli_names()))
     g.add_argument("a", help="A (M, K) as .npy (values, or raw codes with --dtype)")
     g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm (torch's b.T)")
     g.add_argument("--dtype", required=True, choices=list(_GOLDEN_DT), help="the inputs' format")
@@ -294,8 +345,18 @@ def add_golden_parser(sub) -> None:
                    help="scaled-mm: a number, or .npy: (M, 1) row-wise, (M, K/128) 1x128 or (M/128, K/128) 128x128 blocks")
     g.add_argument("--scale-b", default=None,
                    help="scaled-mm: a number, or .npy: (1, N) row-wise, (K/128, N) 1x128 or (K/128, N/128) 128x128 blocks")
-    g.add_argument("--bias", default=None, metavar="NPY", help="scaled-mm: the (N,) bias, bf16 or f16 like --out-dtype")
-    g.add_argument("--dtype-b", default=None, choices=["e4m3", "e5m2"], help="scaled-mm: B's format (default --dtype)")
+    g.add_argument("--bias", default=None, metavar="NPY", help="scaled-mm, cublas, torchao --granularity: the (N,) bias, of the output's type")
+    g.add_argument("--dtype-b", default=None, choices=["e4m3", "e5m2"],
+                   help="scaled-mm, triton: B's FP8 format when it differs from A's (default --dtype)")
+    g.add_argument("--c", default=None, metavar="NPY", help="cublas: addmm's C (broadcastable to the output)")
+    g.add_argument("--alpha", type=float, default=None, help="cublas: addmm's alpha (default 1)")
+    g.add_argument("--beta", type=float, default=None, help="cublas: addmm's beta (default 1)")
+    g.add_argument("--recipe", default=None, choices=["tensorwise", "rowwise", "rowwise_with_gw_hp"],
+                   help="torchao: Float8Linear's recipe (a = x (M, K), b = the weight (N, K))")
+    g.add_argument("--granularity", default=None, choices=["per_tensor", "per_row"],
+                   help="torchao: the float8 inference path (Float8DynamicActivationFloat8WeightConfig)")
+    g.add_argument("--grad-y", default=None, metavar="NPY",
+                   help="torchao --recipe: grad_y (M, N); the output .npz then holds y, grad_x and grad_w")
     g.add_argument("--fast-accum", action="store_true", help="scaled-mm: use_fast_accum=True")
     g.add_argument("--acc", default=None, choices=["f32", "f16"], help="cutlass, triton: the accumulator (default f32)")
     g.add_argument("--promotion-interval", type=int, default=None,

@@ -74,7 +74,9 @@ def _device() -> str:
 def add_infer_parser(sub) -> None:
     """``wgref infer``: a library GEMM's schedule from crafted probes on the GPU, verified."""
     p = sub.add_parser("infer", help="GPU: infer how a library GEMM sums (probes + verification), store the schedule")
-    p.add_argument("target", choices=["cublas", "scaled-mm", "cusparselt", "triton", "gemm-fp8", "xla", "deepgemm"])
+    from refmodel.golden.registry import infer_targets
+
+    p.add_argument("target", choices=list(infer_targets()))
     p.add_argument("--shape", required=True, help="M,N,K of the call (libraries pick kernels by shape)")
     p.add_argument("--dtype", required=True, choices=["f16", "bf16", "e4m3", "e5m2"])
     p.add_argument("--out-dtype", required=True, choices=["f32", "bf16", "f16"])
