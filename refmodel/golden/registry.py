@@ -80,6 +80,9 @@ GOLDEN_MODELS: tuple[GoldenModel, ...] = (
                 "refmodel.golden.torchao:float8_linear", cli_options=("--recipe", "--granularity", "--grad-y", "--bias"),
                 recorder="gpu.record.layers", fixtures=("layers",), dtypes=("bf16",),
                 notes="recipes tensorwise, rowwise, rowwise_with_gw_hp; inference per_tensor / per_row"),
+    GoldenModel("torchao-inference", "torchao 0.18 float8 inference (Float8DynamicActivationFloat8WeightConfig)",
+                "refmodel.golden.torchao:float8_inference", recorder="gpu.record.layers", fixtures=("layers",),
+                dtypes=("bf16",), cli=False, notes="wgref golden torchao --granularity; per_tensor / per_row"),
     GoldenModel("gemm-fp8", "wgref's own FP8 GEMM kernel (gpu.kernels.gemm_fp8)", "refmodel.numerics.gemm:gemm",
                 infer_target="gemm-fp8", recorder="gpu.record.gemm", fixtures=("gemm",), dtypes=("e4m3",), cli=False),
 )
