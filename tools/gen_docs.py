@@ -497,9 +497,14 @@ by `refmodel.scaled_mm`, i.e. by this schedule of `refmodel.gemm`:
 |---|---|
 | `use_fast_accum=False` | wgmma k32 chain, promotion into float32 every **4** instructions (K = 128), `acc += partial` |
 | `use_fast_accum=True` | wgmma k32 chain over the whole K, **no promotion** (the 13-bit accumulator throughout) |
-| per-tensor scales | applied once in the epilogue: `D = RN(RN(sa·sb) · acc)` |
+| per-tensor scales | applied once in the epilogue: `D = RN(RN(sa·sb) · acc) + 0` |
 | row-wise scales | `D = RN(sa[m] · RN(sb[n] · acc))` |
+| block-wise scales (1x128, 128x128) | at each promotion: `acc = fma(RN(sa·sb), P, acc)`; 1x128 with 1x128: `acc = fma(sb, RN(sa·P), acc)` |
+| `bias` | `+ bias` in float32 after the scales |
 | output | RNE to bf16 / f16, or f32 as is |
+
+Every mode, bias and operand pair torch 2.11 runs on sm_90 is recorded in fixtures/layers and listed in
+[layers.md](layers.md).
 
 Schedules that do not reproduce it, for contrast (128×256×1024, bf16 out, precise mode,
 share of outputs that differ): no promotion {pct(t[None])}; promotion every 1, 2 or 8
@@ -533,6 +538,13 @@ def libraries_page() -> str:
     return page()
 
 
+def layers_page() -> str:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from layers_doc import layers_page as page
+
+    return page()
+
+
 def triton_page() -> str:
     sys.path.insert(0, str(ROOT / "tools"))
     from triton_doc import triton_page as page
@@ -550,7 +562,7 @@ def sfu_page() -> str:
 PAGES = {"docs/fp8.md": fp8_page, "docs/sfu.md": sfu_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
          "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/libraries.md": libraries_page, "docs/pipeline.md": pipeline_page,
          "docs/sparse.md": sparse_page, "docs/architecture.md": architecture_page,
-         "docs/infer.md": infer_page, "docs/performance.md": performance_page}
+         "docs/infer.md": infer_page, "docs/performance.md": performance_page, "docs/layers.md": layers_page}
 
 
 def main(argv=None) -> int:

@@ -28,6 +28,20 @@ def _no_split_misses(entry: dict) -> int:
     return int(np.count_nonzero(bits_of(d) != z[c["array"]]))
 
 
+def _registry_table() -> str:
+    from refmodel.golden.registry import GOLDEN_MODELS
+
+    rows = ["| name | reproduces | golden function | `wgref golden` options | kernel names read by | "
+            "`wgref infer` | `wgref fuzz` | recorder | fixtures |", "|---|---|---|---|---|---|---|---|---|"]
+    for m in GOLDEN_MODELS:
+        opts = " ".join(f"`{o}`" for o in m.cli_options) if m.cli else "(no subcommand)"
+        rows.append(f"| {m.name} | {m.library} | `{m.function.replace(':', '.')}` | {opts or '—'} | "
+                    f"{'`' + m.kernel_parser.replace(':', '.') + '`' if m.kernel_parser else '—'} | "
+                    f"{m.infer_target or '—'} | {'lib:' + m.fuzz_target if m.fuzz_target else '—'} | "
+                    f"{'`python -m ' + m.recorder + '`' if m.recorder else '—'} | {', '.join(m.fixtures) or '—'} |")
+    return "\n".join(rows)
+
+
 def libraries_page() -> str:
     dg_cases = _manifest("deepgemm")["cases"]
     import refmodel.golden.cublas as CB
@@ -72,6 +86,13 @@ Each model was found by running the library itself on the H200 (`gpu/record/cutl
 seed and sha256 of the inputs (rebuilt by `refmodel.verify.seeded.library_matrices`, checked by
 digest before a replay) and 64 rows x 64 columns of each output (all of it up to 40,000 outputs);
 `wgref verify` and CI replay them. From the command line: `wgref golden cutlass|cublas A.npy B.npy ...`.
+
+## Every golden model (the registry)
+
+`refmodel.golden.registry.GOLDEN_MODELS` lists each library once; `wgref golden`, `wgref infer`,
+`wgref fuzz lib:…`, `wgref.testing` and this table iterate over it.
+
+{_registry_table()}
 
 ## CUTLASS: the CuTe-DSL Hopper dense GEMM examples
 
