@@ -34,7 +34,7 @@ def test_layer_call_matches_or_is_refused(spec):
             outs, kernels = R.run_triton(torch, spec)
         else:
             outs, kernels = R.run_cublas(torch, spec)
-    except (RuntimeError, ValueError, NotImplementedError) as e:       # torch refused: the model must too
+    except (RuntimeError, ValueError, NotImplementedError):            # torch refused: the model must too
         with pytest.raises(WgrefError):
             L.golden(spec, None)
         return
@@ -47,3 +47,71 @@ def test_layer_call_matches_or_is_refused(spec):
     g = np.ascontiguousarray(got[0]).view(want.dtype).reshape(want.shape)
     bad = int(np.count_nonzero(g != want))
     assert bad == 0, f"{L.label(spec)}: {bad} of {want.size} outputs differ ({kernels[:2]})"
+
+
+def _random_specs(n=60, seed=77):
+    """Shapes, modes and options drawn outside the recorded grid (independent of the fixtures)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        scaling = ("tensor", "row", "block_1x128_128x128", "block_128x128_1x128", "block_1x128_1x128")[i % 5]
+        fa, fb = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))[int(rng.integers(3))]
+        od = ("f32", "bf16", "f16")[int(rng.integers(3))]
+        bias = None if od == "f32" or rng.random() < 0.4 else od
+        out.append({"op": "scaled_mm", "seed": 5000 + i, "scaling": scaling, "fmt_a": fa, "fmt_b": fb, "out": od,
+                    "fast": bool(rng.integers(2)) and not scaling.startswith("block"), "bias": bias,
+                    "bias_class": ("normal", "special")[int(rng.integers(2))],
+                    "M": 64 * int(rng.integers(1, 9)), "N": 16 * int(rng.integers(1, 33)),
+                    "K": 128 * int(rng.integers(1, 33)), "family": L.FAMILIES[int(rng.integers(len(L.FAMILIES)))],
+                    "scale_class": L.SCALE_CLASSES[int(rng.integers(len(L.SCALE_CLASSES)))]})
+    for i in range(n // 2):
+        op = ("linear", "addmm", "baddbmm")[i % 3]
+        dt = ("bf16", "f16")[int(rng.integers(2))]
+        M, N, K = 16 * int(rng.integers(1, 33)), 16 * int(rng.integers(1, 33)), 64 * int(rng.integers(1, 65))
+        s = {"op": op, "seed": 6000 + i, "dtype": dt, "M": M, "N": N, "K": K, "family": "narrow",
+             "bias_class": "normal"}
+        if op == "linear":
+            s["bias"] = bool(rng.integers(2))
+        else:
+            s["alpha"], s["beta"] = L.ALPHA_BETA[int(rng.integers(len(L.ALPHA_BETA)))]
+            if op == "addmm":
+                s["c"] = ("full", "row", "col")[int(rng.integers(3))]
+            else:
+                s["B"] = int(rng.integers(2, 5))
+        out.append(s)
+    return out
+
+
+RANDOM = _random_specs()
+
+
+@pytest.mark.parametrize("spec", RANDOM, ids=[L.label(s) for s in RANDOM])
+def test_random_shapes_match_or_are_refused(spec):
+    test_layer_call_matches_or_is_refused(spec)
+
+
+TORCHAO = [{"op": "float8_linear", "seed": 900 + i, "recipe": r, "M": M, "K": K, "N": N, "family": f}
+           for i, (r, (M, K, N), f) in enumerate([(r, s, f) for r in ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+                                                  for s in ((256, 384, 320), (192, 640, 448))
+                                                  for f in ("narrow", "wide")])]
+TORCHAO += [{"op": "float8_inference", "seed": 950 + i, "granularity": g, "M": 192, "K": 384, "N": 320, "bias": b,
+             "family": "narrow"} for i, (g, b) in enumerate([(g, b) for g in ("per_tensor", "per_row")
+                                                             for b in (False, True)])]
+
+
+@pytest.mark.parametrize("spec", TORCHAO, ids=[L.label(s) for s in TORCHAO])
+def test_torchao_layers_at_new_shapes(spec):
+    pytest.importorskip("torchao")
+    from gpu.record import layers as R
+
+    outs, kernels, _ = R.run_float8(torch, spec)
+    try:
+        got = L.golden(spec, kernels)
+    except WgrefError:
+        return
+    names = sorted(outs)
+    for name, g in zip(names, got):
+        want = outs[name]
+        gb = np.ascontiguousarray(g).view(want.dtype).reshape(want.shape)
+        bad = int(np.count_nonzero(gb != want))
+        assert bad == 0, f"{L.label(spec)} {name}: {bad} of {want.size} outputs differ"
