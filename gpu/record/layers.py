@@ -257,11 +257,10 @@ def main(argv=None) -> int:
     print(f"{len(records)} calls, {ok} ran, {len(records) - ok} refused by torch, {time.time() - t0:.0f} s")
     if not args.only and not args.limit:
         dig = np.array([bytes.fromhex(r.get("digest", "0" * 64)) for r in records], dtype="S32")
-        write_fixture("layers", "calls", {"digests": dig.view(np.uint8).reshape(-1, 32)}, kind="layer_calls",
-                      cases=ok, meta={"records": [{k: v for k, v in r.items() if k not in ("digest", "traceback")}
-                                                  for r in records],
-                                      "what": "whole-layer library calls (refmodel.verify.layer_calls) on the GPU"},
-                      provenance=prov, root=args.out)
+        kept = [{k: v for k, v in r.items() if k not in ("digest", "traceback")} for r in records]
+        write_fixture("layers", "calls", {"digests": dig.view(np.uint8).reshape(-1, 32),
+                                          "records": L.records_array(kept)}, kind="layer_calls",
+                      cases=ok, meta=L.records_summary(kept), provenance=prov, root=args.out)
     return 0
 
 

@@ -318,6 +318,34 @@ def label(spec: dict) -> str:
     return f"{op} {spec['dtype']} {shape}{extra} {spec['family']}"
 
 
+# ----------------------------------------------------------------------------- the fixture's records
+
+def records_array(records: list[dict]) -> np.ndarray:
+    """The call records (spec, status, kernels or torch's error) as JSON bytes in a uint8 array: the
+    fixture keeps them inside its compressed npz, the manifest only a summary."""
+    import json
+
+    return np.frombuffer(json.dumps(records, separators=(",", ":")).encode(), np.uint8).copy()
+
+
+def records_of(arrays: dict) -> list[dict]:
+    """The call records stored by :func:`records_array`."""
+    import json
+
+    return json.loads(bytes(np.asarray(arrays["records"], np.uint8)).decode())
+
+
+def records_summary(records: list[dict]) -> dict:
+    """The manifest's summary of the records: calls per op, how many ran."""
+    import collections
+
+    ops = collections.Counter(r["spec"]["op"] for r in records)
+    ran = collections.Counter(r["spec"]["op"] for r in records if r["status"] == "ok")
+    return {"what": "whole-layer library calls (refmodel.verify.layer_calls) on the GPU; the records (spec, "
+                    "status, kernels or torch's refusal) are the npz's 'records' array",
+            "calls": {op: {"recorded": n, "ran": ran[op]} for op, n in sorted(ops.items())}}
+
+
 # ----------------------------------------------------------------------------- golden models of the calls
 
 def output_size(spec: dict) -> int:

@@ -26,7 +26,7 @@ def replay_layer_calls(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, f
     digests = arrays["digests"]
     total = Result(0, 0)
     refused, torch_refused, compared = 0, 0, 0
-    records = meta["records"]
+    records = L.records_of(arrays) if "records" in arrays else meta["records"]
     for i, rec in enumerate(records):
         spec = rec["spec"]
         if not full and i % 8:
