@@ -301,7 +301,7 @@ FLAGS = {
     "encode_f32_fast saturate": (lambda f: encode_f32_fast(X_SAT.view(np.uint32), "e5m2", saturate=f), True),
     "diff nan_equal": (lambda f: diff(NAN_A, NAN_B, nan_equal=f), True),
     "scaled_mm use_fast_accum": (lambda f: refmodel.scaled_mm(np.full((64, 128), 0x38, np.uint8),
-                                                              np.full((8, 128), 0x38, np.uint8), np.float32(1),
+                                                              np.full((16, 128), 0x38, np.uint8), np.float32(1),
                                                               np.float32(1), use_fast_accum=f), False),
     "wgmma scale_d": (lambda f: refmodel.wgmma(F16, A16, B16, C32, scale_d=f), True),
     "wgmma_reference scale_d": (lambda f: refmodel.wgmma_reference(F16, A16, B16, C32, scale_d=f), True),
