@@ -213,3 +213,34 @@ def test_torchao_tensorwise_forward_is_one_scaled_mm_of_its_casts():
         float8_linear(x, w, recipe="delayed")
     with pytest.raises(DTypeError, match="bfloat16"):
         float8_linear(x.astype(np.float32), w, recipe="rowwise")
+
+
+def test_tf32_rounding_is_rne_on_13_bits():
+    from refmodel.golden.cublas_tf32 import rn_tf32
+
+    one = np.float32(1.0)
+    ulp = np.float32(2.0 ** -10)
+    x = np.array([one + ulp / 2, one + 3 * ulp / 2, one + ulp / 2 + np.float32(2 ** -23), np.nan, -0.0], np.float32)
+    r = rn_tf32(x)
+    assert r[0] == one and r[1] == one + 2 * ulp and r[2] == one + ulp           # ties to even, above rounds up
+    assert np.isnan(r[3]) and np.signbit(r[4])
+    assert not (r[:3].view(np.uint32) & 0x1FFF).any()
+
+
+def test_tf32_needs_its_kernel_and_a_recorded_shape():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    with pytest.raises(InputError, match="input_precision='tf32'"):
+        cublas_matmul(a, b)
+    with pytest.raises(InputError, match="pass kernel="):
+        cublas_matmul(a, b, input_precision="tf32")
+    with pytest.raises(InputError, match="was not recorded"):
+        cublas_matmul(a, b, input_precision="tf32",
+                      kernel=["void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(x)"])
+    xmma = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+    d = cublas_matmul(a, b, input_precision="tf32", kernel=[xmma])
+    from refmodel.golden.cublas_tf32 import INSTR, rn_tf32
+
+    want = np.asarray(gemm(rn_tf32(a), rn_tf32(b), instr=INSTR), np.float32)
+    assert np.array_equal(bits_of(d), bits_of(want))

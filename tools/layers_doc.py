@@ -135,8 +135,17 @@ kernels); block-wise, DeepSeek style, in the three pairs torch accepts — 1x128
 name says its epilogue — `bz` (no C), `bias` (F.linear's bias, and addmm with a 1-D C and α = β = 1:
 `RN(acc + bias)`), `badd` (α = β = 1 with a full C, no split-K: `cvt(RN(cvt(acc) + C))` — C is added to the
 *rounded* output), `bx` (any other α, β: `fma(α, acc, RN(β·C))`), and in split-K kernels the reduction
-kernel's `fma(β, C, RN(α·acc))` after the partials' sum. A batch is each GEMM alone. tf32 (cutlass_80 /
-sm90_xmma tf32 kernels) and f32 (SIMT sgemm) are refused: not modelled.
+kernel's `fma(β, C, RN(α·acc))` after the partials' sum. A batch is each GEMM alone.
+
+**cuBLAS TF32** (float32 inputs with `allow_tf32`; `cublas_matmul(..., input_precision="tf32", kernel=)`,
+`refmodel.golden.cublas_tf32`): both operands rounded to tf32 with RNE (`cvt.rn.tf32.f32`; truncating
+them misses nearly every output, rounding ties away misses a few), then 8-term tf32 chains. The
+`sm90_xmma` tf32 kernels run one chain; the `cutlass_80_tensorop_s1688gemm` kernels split K — alone, a
+*serial* split inside the kernel where C (or the bias) enters first and each chunk is added with
+`fma(α, P, D)`; with `splitKreduce`, the partials' sum then `fma(β, C, RN(α·acc))` — with split counts up
+to 52 that are not in the names: modelled at the recorded (kernel, shape, epilogue) only
+(`python tools/cublas_tf32_fit.py` fits the table from this fixture). Full-precision float32 (SIMT sgemm)
+is refused.
 
 **torchao** (`refmodel.golden.torchao`, `wgref golden torchao`): `Float8Linear` forward and backward for
 the recipes `tensorwise`, `rowwise` and `rowwise_with_gw_hp`, and the float8 inference path per tensor and

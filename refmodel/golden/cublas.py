@@ -236,7 +236,8 @@ def _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype):
 @strict_options
 def cublas_matmul(a, b, *, bias=None, c=None, alpha: float = 1.0, beta: float = 1.0, splits: Optional[int] = None,
                   split_align: Optional[int] = None, instr: Optional[str] = None, reduce_dtype: Optional[str] = None,
-                  out_dtype: Optional[str] = None, kernel=None, schedule=None) -> np.ndarray:
+                  out_dtype: Optional[str] = None, kernel=None, schedule=None,
+                  input_precision: Optional[str] = None) -> np.ndarray:
     """cuBLAS's ``a @ b`` on Hopper, bit for bit for the recorded kernels (module table), with its epilogues.
 
     ``a`` (M, K), ``b`` (K, N): bfloat16, float16 or FP8 (e4m3/e5m2; unit scales, the precise
@@ -255,7 +256,15 @@ def cublas_matmul(a, b, *, bias=None, c=None, alpha: float = 1.0, beta: float = 
     inferred :class:`~refmodel.golden.Schedule` to run.  With none of ``splits``, ``kernel`` and
     ``schedule``, a shape where cuBLAS was seen switching to split-K warns
     (:class:`~refmodel.golden.ScheduleWarning`) and the bits are those of one K chain.
+    float32 inputs: ``input_precision="tf32"`` (``torch.backends.cuda.matmul.allow_tf32 = True``) runs
+    :mod:`refmodel.golden.cublas_tf32` for the kernels given (``kernel=`` needed; recorded shapes only);
+    without TF32 cuBLAS runs SIMT sgemm kernels, which are not modelled.
     """
+    a_ = np.asarray(a) if isinstance(a, np.ndarray) else None
+    if a_ is not None and a_.dtype == np.float32 or input_precision is not None:
+        return _tf32(a, b, bias=bias, c=c, alpha=alpha, beta=beta, kernel=kernel, input_precision=input_precision,
+                     others={"splits": splits, "split_align": split_align, "instr": instr, "reduce_dtype": reduce_dtype,
+                             "schedule": schedule}, out_dtype=out_dtype)
     given = [nm for nm, v in (("splits", splits), ("kernel", kernel), ("schedule", schedule)) if v is not None]
     if len(given) > 1:
         raise InputError(f"give one of splits=, kernel= and schedule=, got {' and '.join(given)}")
@@ -319,6 +328,39 @@ def cublas_matmul(a, b, *, bias=None, c=None, alpha: float = 1.0, beta: float = 
                             out_dtype=None, dtype_b=_NAMES[np.dtype(b.dtype)])
     acc = sched.run(a, b)
     return apply_epilogue(acc, kind, out_dtype, bias=bias, c=c, alpha=alpha, beta=beta)
+
+
+def _tf32(a, b, *, bias, c, alpha, beta, kernel, input_precision, others, out_dtype) -> np.ndarray:
+    """float32 inputs: cuBLAS's TF32 kernels (refmodel.golden.cublas_tf32), or one sentence why not."""
+    from .cublas_tf32 import tf32_matmul
+
+    if input_precision != "tf32":
+        raise InputError("float32 inputs: pass input_precision='tf32' for torch.backends.cuda.matmul.allow_tf32 = True "
+                         "(cuBLAS's TF32 kernels); full-precision float32 GEMMs run SIMT sgemm kernels, not modelled, "
+                         f"got input_precision={_describe(input_precision)}")
+    bad = [k for k, v in others.items() if v is not None]
+    if bad:
+        raise InputError(f"the TF32 model takes its schedule from kernel=, not {', '.join(bad)}")
+    if out_dtype not in (None, "f32"):
+        raise InputError(f"a TF32 GEMM of float32 inputs writes float32, got out_dtype={_describe(out_dtype)}")
+    if kernel is None:
+        raise InputError("cuBLAS's TF32 kernels split K by shape-specific counts: pass kernel= (the names torch's "
+                         "profiler shows)")
+    a = as_array("a", a, what="an (M, K) or (B, M, K) float32 array")
+    b = as_array("b", b, what="a (K, N) or (B, K, N) float32 array")
+    if a.dtype != np.float32 or b.dtype != np.float32:
+        raise DTypeError(f"TF32 takes float32 a and b, got {a.dtype} and {b.dtype}")
+    if a.ndim == 3:
+        if b.ndim not in (2, 3) or (b.ndim == 3 and b.shape[0] != a.shape[0]):
+            raise InputError(f"batched inputs are a (B, M, K) with b (B, K, N) or (K, N), got {a.shape} and {b.shape}")
+        cb = None if c is None else np.broadcast_to(np.asarray(c), (a.shape[0], a.shape[1], b.shape[-1]))
+        return np.stack([_tf32(a[i], b[i] if b.ndim == 3 else b, bias=bias, c=None if cb is None else cb[i],
+                               alpha=alpha, beta=beta, kernel=kernel, input_precision="tf32", others={},
+                               out_dtype=None) for i in range(a.shape[0])])
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise InputError(f"a must be (M, K) and b (K, N), got {a.shape} and {b.shape}")
+    bias, c, alpha, beta = _check_epilogue_args(a, b, bias, c, alpha, beta, "f32")
+    return tf32_matmul(a, b, kernel=kernel, bias=bias, c=c, alpha=alpha, beta=beta)
 
 
 def matmul_schedule(dtype: str, *, splits: int, split_align: int, instr: str, reduce_dtype: Optional[str],

@@ -385,12 +385,13 @@ def golden(spec: dict, kernels) -> list[np.ndarray]:
             return [gw, gx, y]
         return [float8_inference(x["x"], x["w"], x.get("bias"), granularity=spec["granularity"])]
     x = cublas_inputs(spec)
-    if spec["dtype"] not in ("bf16", "f16"):
+    if spec["dtype"] == "f32":
         from ..errors import UnmodelledError
 
-        raise UnmodelledError(f"cuBLAS's {spec['dtype']} kernels ({'tf32 mma.sync / wgmma' if spec['dtype'] == 'tf32' else 'SIMT sgemm'}) "
-                              f"are not modelled: only bf16 and f16 GEMMs are")
+        raise UnmodelledError("cuBLAS's full-precision float32 GEMMs (SIMT sgemm kernels) are not modelled")
     kw = {"kernel": kernels}
+    if spec["dtype"] == "tf32":
+        kw["input_precision"] = "tf32"
     if op == "linear":
         return [cublas_matmul(x["x"], np.ascontiguousarray(x["w"].T), bias=x["bias"], **kw)]
     if op in ("addmm", "baddbmm"):
