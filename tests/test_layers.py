@@ -236,7 +236,7 @@ def test_tf32_needs_its_kernel_and_a_recorded_shape():
     with pytest.raises(InputError, match="pass kernel="):
         cublas_matmul(a, b, input_precision="tf32")
     with pytest.raises(InputError, match="was not recorded"):
-        cublas_matmul(a, b, input_precision="tf32",
+        cublas_matmul(a, b[:, :96], input_precision="tf32",
                       kernel=["void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(x)"])
     xmma = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel"
     d = cublas_matmul(a, b, input_precision="tf32", kernel=[xmma])
