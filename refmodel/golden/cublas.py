@@ -179,27 +179,13 @@ def _fma_arr(x, y, z) -> np.ndarray:
     """fma.rn.f32 elementwise (float32 arrays of one shape)."""
     shape = np.shape(y)
     x, y, z = (np.ascontiguousarray(np.broadcast_to(v, shape), np.float32).ravel() for v in (x, y, z))
+    from ..numerics.promotion import fma_f32_loop
+
     out = np.empty(x.size, np.float32)
-    _fma_loop(x, y, z, out)
+    fma_f32_loop(x, y, z, out)
     return out.reshape(shape)
 
 
-def _fma_loop(x, y, z, out):
-    global _FMA_LOOP
-    if _FMA_LOOP is None:
-        import numba
-
-        from ..numerics.promotion import fma_f32
-
-        @numba.njit(cache=False)
-        def loop(x, y, z, out):
-            for i in range(x.size):
-                out[i] = fma_f32(np.float64(x[i]), y[i], z[i])
-        _FMA_LOOP = loop
-    _FMA_LOOP(x, y, z, out)
-
-
-_FMA_LOOP = None
 
 
 def _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype):

@@ -77,6 +77,13 @@ def fma_f32(x, y, z):
     return np.float32(w)  # RN32 of the float64 round-to-odd value: correct rounding
 
 
+@numba.njit(cache=True)
+def fma_f32_loop(x, y, z, out):
+    """``out[i] = fma.rn.f32(x[i], y[i], z[i])`` over 1-D float32 arrays (an epilogue's fused multiply-add)."""
+    for i in range(x.size):
+        out[i] = fma_f32(np.float64(x[i]), y[i], z[i])
+
+
 _NAN32 = np.array([0x7FFFFFFF], dtype=np.uint32).view(np.float32)  # canonical f32 NaN
 
 
