@@ -320,6 +320,9 @@ def _tf32(a, b, *, bias, c, alpha, beta, kernel, input_precision, others, out_dt
     """float32 inputs: cuBLAS's TF32 kernels (refmodel.golden.cublas_tf32), or one sentence why not."""
     from .cublas_tf32 import tf32_matmul
 
+    da = getattr(a, "dtype", None)
+    if input_precision is not None and da is not None and np.dtype(da) != np.float32:
+        raise InputError(f"input_precision applies to float32 inputs (cuBLAS's TF32 kernels), got {np.dtype(da)} a")
     if input_precision != "tf32":
         raise InputError("float32 inputs: pass input_precision='tf32' for torch.backends.cuda.matmul.allow_tf32 = True "
                          "(cuBLAS's TF32 kernels); full-precision float32 GEMMs run SIMT sgemm kernels, not modelled, "
