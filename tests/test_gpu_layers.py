@@ -115,3 +115,34 @@ def test_torchao_layers_at_new_shapes(spec):
         gb = np.ascontiguousarray(g).view(want.dtype).reshape(want.shape)
         bad = int(np.count_nonzero(gb != want))
         assert bad == 0, f"{L.label(spec)} {name}: {bad} of {want.size} outputs differ"
+
+
+def _odd_specs(n=40, seed=91):
+    """torch's whole shape domain: any M, N and K multiples of 16 (zero-padded by the model)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        scaling = ("tensor", "row", "block_1x128_128x128", "block_128x128_1x128", "block_1x128_1x128")[i % 5]
+        out.append({"op": "scaled_mm", "seed": 7000 + i, "scaling": scaling, "fmt_a": "e4m3",
+                    "fmt_b": ("e4m3", "e5m2")[i % 2], "out": ("bf16", "f16", "f32")[i % 3],
+                    "fast": bool(i % 2) and not scaling.startswith("block"), "bias": None, "bias_class": "normal",
+                    "M": int(rng.integers(1, 300)), "N": 16 * int(rng.integers(1, 20)),
+                    "K": 16 * int(rng.integers(1, 80)), "family": "narrow", "scale_class": "random"})
+    return out
+
+
+ODD = _odd_specs()
+TORCHAO_ODD = [{"op": "float8_linear", "seed": 990 + i, "recipe": r, "M": 16 * m, "K": 16 * k, "N": 16 * n,
+                "family": "narrow"} for i, (r, (m, k, n)) in
+               enumerate([(r, s) for r in ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+                          for s in ((5, 7, 3), (11, 9, 13))])]
+
+
+@pytest.mark.parametrize("spec", ODD, ids=[L.label(s) for s in ODD])
+def test_odd_shapes_match_or_are_refused(spec):
+    test_layer_call_matches_or_is_refused(spec)
+
+
+@pytest.mark.parametrize("spec", TORCHAO_ODD, ids=[L.label(s) for s in TORCHAO_ODD])
+def test_torchao_layers_at_odd_shapes(spec):
+    test_torchao_layers_at_new_shapes(spec)

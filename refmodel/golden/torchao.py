@@ -112,12 +112,7 @@ def _to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def _mm(a8, b8_nk, sa, sb, fa, fb, *, fast: bool, bias=None) -> np.ndarray:
-    """``torch._scaled_mm`` with K zero-padded to whole promotion stages (recorded: K = 64, 192)."""
-    K = a8.shape[1]
-    Kp = -(-K // 128) * 128
-    if Kp != K:
-        a8 = np.concatenate([a8, np.zeros((a8.shape[0], Kp - K), a8.dtype)], axis=1)
-        b8_nk = np.concatenate([b8_nk, np.zeros((b8_nk.shape[0], Kp - K), b8_nk.dtype)], axis=1)
+    """``torch._scaled_mm`` (its model pads K to whole promotion stages; recorded: K = 64, 192, 320, 448)."""
     return _smm(a8, b8_nk, sa, sb, bias=bias, out_dtype="bf16", use_fast_accum=fast, fmt_a=fa, fmt_b=fb)
 
 
@@ -135,8 +130,8 @@ def _check(x, w, grad_y, M_rule: str):
         raise InputError(f"x (M, K) and w (N, K) must share K, got {x.shape} and {w.shape}")
     if grad_y is not None and np.asarray(grad_y).shape != (M, N):
         raise InputError(f"grad_y must have shape (M, N) = ({M}, {N}), got {np.asarray(grad_y).shape}")
-    if M % 64 or N % 64 or K % 64:
-        raise InputError(f"this model covers M, N and K multiples of 64 ({M_rule}); got M={M}, N={N}, K={K}")
+    if M % 16 or N % 16 or K % 16:
+        raise InputError(f"torchao's float8 GEMMs need M, N and K multiples of 16 ({M_rule}); got M={M}, N={N}, K={K}")
     return x, w, (None if grad_y is None else np.asarray(grad_y))
 
 
@@ -146,7 +141,7 @@ def float8_linear(x, w, grad_y=None, *, recipe: str):
     tensor bf16, bit for bit (module table)."""
     if not isinstance(recipe, str) or recipe not in RECIPES:
         raise InputError(f"recipe must be one of {', '.join(RECIPES)}, got {_describe(recipe)}")
-    x, w, g = _check(x, w, grad_y, "recorded: 64..512; the backward GEMMs' K tails are zero-padded")
+    x, w, g = _check(x, w, grad_y, "recorded: 64..640")
     if recipe == "tensorwise":
         x8, sx = cast_to_float8(x, "e4m3", axis=None, pow2=False)
         w8, sw = cast_to_float8(w, "e4m3", axis=None, pow2=False)
@@ -192,7 +187,7 @@ def float8_inference(x, w, bias=None, *, granularity: str):
     of a bf16 ``nn.Linear`` (``w`` (N, K), ``bias`` (N,) or None) applied to bf16 ``x`` (M, K): y (M, N)."""
     if not isinstance(granularity, str) or granularity not in GRANULARITIES:
         raise InputError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {_describe(granularity)}")
-    x, w, _ = _check(x, w, None, "recorded: 128x512x256")
+    x, w, _ = _check(x, w, None, "recorded: 128x512x256, 192x384x320")
     axis = None if granularity == "per_tensor" else 1
     x8, sx = _inference_cast(x, axis)
     w8, sw = _inference_cast(w, axis)

@@ -107,9 +107,8 @@ def check_scaled_mm(a, b_nk, scale_a, scale_b, bias, out_dtype, use_fast_accum, 
         raise InputError(f"out_dtype must be one of {', '.join(_OUT)}, got {_describe(out_dtype)}")
     m, k = a.shape
     n = b_nk.shape[0]
-    if m % 64 or n % 16 or k % 128 or 0 in (m, n, k):
-        raise InputError(f"this model covers M % 64 == 0, N % 16 == 0 and K % 128 == 0 (whole promotion stages); "
-                         f"got {m}x{n}x{k}")
+    if n % 16 or k % 16 or 0 in (m, n, k):
+        raise InputError(f"torch._scaled_mm needs K and N multiples of 16 (and M, N, K > 0); got {m}x{n}x{k}")
     sa = as_float32("scale_a", scale_a)
     sb = as_float32("scale_b", scale_b)
     mode = scaling_mode(sa.shape, sb.shape, m, n, k)
@@ -119,7 +118,7 @@ def check_scaled_mm(a, b_nk, scale_a, scale_b, bias, out_dtype, use_fast_accum, 
         if use_fast_accum:
             raise InputError(f"torch._scaled_mm refuses use_fast_accum=True with block-wise scales ({mode})")
         ga, gb = SCALINGS[mode]
-        kb = k // 128
+        kb = -(-k // 128)
         if kb % 4 and ((ga == "128x128" and m > 128) or (gb == "128x128" and n > 128)):
             raise InputError(f"with 128x128 block scales and K/128 = {kb} not a multiple of 4, cuBLASLt reads the "
                              f"scales of every 128-block after the first with a leading dimension rounded up to 4 "
@@ -174,17 +173,31 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, bias=None, out_dtype: str = "bf16", 
     """
     a, b_nk, sa, sb, bias, mode = check_scaled_mm(a, b_nk, scale_a, scale_b, bias, out_dtype, use_fast_accum,
                                                   fmt_a, fmt_b)
-    b = np.ascontiguousarray(b_nk.T)
-    m, n = a.shape[0], b.shape[1]
+    m, k = a.shape
+    n = b_nk.shape[0]
+    # M to whole 64-row tiles and K to whole 128-K promotion stages with zeros: rows are independent and
+    # zero products leave a chain's sum as it is (recorded: M = 64..512 in steps of 64 and odd M, K = 64, 192, ...)
+    mp, kp = -(-m // 64) * 64, -(-k // 128) * 128
+    a = _pad(a, mp, kp)
+    b = np.ascontiguousarray(_pad(b_nk, n, kp).T)
     instr = f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{fmt_a}.{fmt_b}"
     if mode.startswith("block"):
         fa, fb = expand_block_scales(mode, sa, sb, m, n)
+        fa = _pad(fa, mp, fa.shape[1])
         acc = gemm(a, b, instr=instr, promote_every=4, scale_a=fa, scale_b=fb, promote_op=BLOCK_PROMOTE_OP[mode])
     elif use_fast_accum:
         acc = gemm(a, b, instr=instr)
     else:
         acc = gemm(a, b, instr=instr, promote_every=4, scale_a=np.float32(1), scale_b=np.float32(1))
-    return epilogue(acc, mode, sa, sb, bias, out_dtype)
+    return epilogue(np.asarray(acc)[:m], mode, sa, sb, bias, out_dtype)
+
+
+def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    if x.shape == (rows, cols):
+        return np.ascontiguousarray(x)
+    out = np.zeros((rows, cols), x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
 
 
 __all__ = ["scaled_mm", "epilogue", "check_scaled_mm", "scaling_mode", "scale_shapes", "expand_block_scales",
