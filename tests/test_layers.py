@@ -106,6 +106,16 @@ def test_128x128_scales_read_past_the_tensor_are_refused():
     scaled_mm(a[:128], b, np.ones(sa, np.float32), np.ones(sb, np.float32))
 
 
+def test_1x128_a_scales_need_m_a_multiple_of_4():
+    a, b = _ab(M=64, N=32, K=256)
+    sa, sb = smm.scale_shapes("block_1x128_1x128", 39, 32, 256)
+    with pytest.raises(InputError, match="M = 39 not a multiple of 4"):
+        scaled_mm(a[:39], b, np.ones(sa, np.float32), np.ones(sb, np.float32))
+    sa, sb = smm.scale_shapes("block_1x128_1x128", 40, 32, 200)            # M % 4 == 0, a K tail: modelled
+    d = scaled_mm(a[:40, :208], b[:, :208], np.ones((40, 2), np.float32), np.ones((2, 32), np.float32))
+    assert d.shape == (40, 32)
+
+
 def test_kernel_names_say_the_mode_and_contradictions_are_refused():
     assert kernel_mode("nvjet_sm90_qqtst_128x128_128x6_1x1_v_bz_coopA_algo2_Ablk128_Bvec128_TNN") == "block_1x128_128x128"
     assert kernel_mode("nvjet_sm90_qqtst_64x8_h_bz_ovscale_TNT") == "row"

@@ -129,7 +129,11 @@ kernels); block-wise, DeepSeek style, in the three pairs torch accepts — 1x128
   scales enter were not established); 128x128 scales with K/128 not a multiple of 4 and more than one
   128-block along M (or N) — the H200 shows cuBLASLt reading every block after the first with a leading
   dimension rounded up to 4, i.e. outside torch's scale tensor (pytorch #166752 reads as fixed; in torch
-  2.11 on the H200 it is not), so those outputs are undefined.
+  2.11 on the H200 it is not), so those outputs are undefined; likewise 1x128 A scales with M not a
+  multiple of 4 (`tests/test_gpu_layers.py`'s odd shapes: all 8 such calls differ, every other odd shape
+  is exact — bench/results/layers/gpu_odd_shapes_h200.txt).
+- Shapes: torch's whole domain — any M, K and N multiples of 16 — zero-padded to 64-row tiles and
+  128-K promotion stages (exact on the H200 at random odd shapes, K tails of 16 to 112 included).
 
 **cuBLAS** (`refmodel.golden.cublas_matmul(..., bias=, c=, alpha=, beta=)`, batched inputs): the kernel's
 name says its epilogue — `bz` (no C), `bias` (F.linear's bias, and addmm with a 1-D C and α = β = 1:

@@ -118,6 +118,10 @@ def check_scaled_mm(a, b_nk, scale_a, scale_b, bias, out_dtype, use_fast_accum, 
         if use_fast_accum:
             raise InputError(f"torch._scaled_mm refuses use_fast_accum=True with block-wise scales ({mode})")
         ga, gb = SCALINGS[mode]
+        if ga == "1x128" and m % 4:
+            raise InputError(f"with 1x128 A scales and M = {m} not a multiple of 4, cuBLASLt reads the scales with a "
+                             f"leading dimension rounded up to 4 (recorded on the H200: every such call differs): the "
+                             f"output is undefined — pad M to a multiple of 4")
         kb = -(-k // 128)
         if kb % 4 and ((ga == "128x128" and m > 128) or (gb == "128x128" and n > 128)):
             raise InputError(f"with 128x128 block scales and K/128 = {kb} not a multiple of 4, cuBLASLt reads the "
