@@ -180,3 +180,74 @@ def test_the_gpu_checker_sees_a_violation(part, bad, rule):
             test_gpu_imports_respect_parts(probe)
     finally:
         probe.unlink()
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the tree's modules it imports (every import statement, those inside functions too; a
+    child importing its own package is not an edge: the package runs first anyway)."""
+    files = [p for pkg in ("refmodel", "gpu", "wgref") for p in sorted((ROOT / pkg).rglob("*.py"))]
+    mods = {_module_name(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for m, p in mods.items():
+        deps = set()
+        for _, imp in _imports(p):
+            parts = imp.split(".")
+            while parts and ".".join(parts) not in mods:
+                parts.pop()
+            d = ".".join(parts)
+            if d and d != m and not m.startswith(d + "."):
+                deps.add(d)
+        graph[m] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in graph:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles_anywhere():
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

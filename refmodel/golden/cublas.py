@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..validate import _describe, as_array, strict_options
+from .schedule import split_bounds  # noqa: F401 (cuBLAS's and CUTLASS's gemm_k_size rule; public here too)
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -60,19 +61,6 @@ def _wgmma(na: str, nb: str) -> str:
     if na in ("e4m3", "e5m2"):
         return f"wgmma.mma_async.sync.aligned.m64n8k32.f32.{na}.{nb}"
     return f"wgmma.mma_async.sync.aligned.m64n8k16.f32.{na}.{na}"
-
-
-def split_bounds(K: int, splits: int, align: int) -> list[int]:
-    """The K boundaries of ``splits`` chunks: ``round_up(ceil(K/splits), align)`` each, the last one
-    taking what is left (cuBLAS's and CUTLASS's gemm_k_size rule); raises if a chunk would be empty."""
-    for nm, v in (("K", K), ("splits", splits), ("align", align)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-            raise InputError(f"{nm} must be a positive int, got {_describe(v)}")
-    chunk = -(-(-(-K // splits)) // align) * align
-    if (splits - 1) * chunk >= K:
-        raise InputError(f"splits = {_describe(splits)} leaves an empty chunk: K = {K} in chunks of {_describe(chunk)} "
-                         f"(ceil(K/splits) rounded up to {_describe(align)}) makes only {-(-K // chunk)}")
-    return [min(i * chunk, K) for i in range(splits)] + [K]
 
 
 def _check(a, b, splits, split_align, instr, reduce_dtype, out_dtype):
@@ -177,15 +165,9 @@ def apply_epilogue(acc: np.ndarray, kind: str, out_dtype: str, *, bias=None, c=N
 
 def _fma_arr(x, y, z) -> np.ndarray:
     """fma.rn.f32 elementwise (float32 arrays of one shape)."""
-    shape = np.shape(y)
-    x, y, z = (np.ascontiguousarray(np.broadcast_to(v, shape), np.float32).ravel() for v in (x, y, z))
-    from ..numerics.promotion import fma_f32_loop
+    from ..numerics.promotion import fma_f32_array
 
-    out = np.empty(x.size, np.float32)
-    fma_f32_loop(x, y, z, out)
-    return out.reshape(shape)
-
-
+    return fma_f32_array(x, y, z)
 
 
 def _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype):

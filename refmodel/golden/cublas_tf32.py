@@ -99,17 +99,16 @@ def _chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _fma(x, y, z) -> np.ndarray:
-    from .cublas import _fma_arr
+    from ..numerics.promotion import fma_f32_array
 
-    shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z))
-    return _fma_arr(*(np.broadcast_to(np.asarray(v, np.float32), shape) for v in (x, y, z)))
+    return fma_f32_array(x, y, z)
 
 
 def run(a: np.ndarray, b: np.ndarray, *, mode: str, splits: int, align: int, c: Optional[np.ndarray],
         alpha: float, beta: float) -> np.ndarray:
     """D (float32) of one TF32 GEMM under ``mode`` with ``splits`` chunks (module doc); ``c`` already
     broadcast to (M, N) (the bias, or addmm's C), or None."""
-    from .cublas import split_bounds
+    from .schedule import split_bounds
 
     a, b = rn_tf32(a), rn_tf32(b)
     K = a.shape[1]

@@ -268,8 +268,6 @@ class Schedule:
             raise InputError("c is taken only by a single wgmma / mma.sync chain (no split-K, no emulation)")
         K = a.shape[1]
         if self.splits > 1:
-            from .cublas import split_bounds
-
             bnd = split_bounds(K, self.splits, self.split_align)
         else:
             bnd = [0, K]
@@ -336,8 +334,6 @@ class Schedule:
             return _fma_matmul(np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32))
         if kind == "mma_f16":
             if self.k_order == "triton_fp8_mma_sync":
-                from .triton import mma_sync_fp8_k_order
-
                 perm = mma_sync_fp8_k_order(k)
                 a, b = a[:, perm], b[perm]
             return gemm(a.astype(np.float16), b.astype(np.float16),
@@ -409,6 +405,41 @@ def load_schedule(src) -> Schedule:
 
 
 # ----------------------------------------------------------------------------- pieces
+
+def split_bounds(K: int, splits: int, align: int) -> list[int]:
+    """The K boundaries of ``splits`` chunks: ``round_up(ceil(K/splits), align)`` each, the last one
+    taking what is left (cuBLAS's and CUTLASS's gemm_k_size rule); raises if a chunk would be empty."""
+    for nm, v in (("K", K), ("splits", splits), ("align", align)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise InputError(f"{nm} must be a positive int, got {_describe(v)}")
+    chunk = -(-(-(-K // splits)) // align) * align
+    if (splits - 1) * chunk >= K:
+        raise InputError(f"splits = {_describe(splits)} leaves an empty chunk: K = {K} in chunks of {_describe(chunk)} "
+                         f"(ceil(K/splits) rounded up to {_describe(align)}) makes only {-(-K // chunk)}")
+    return [min(i * chunk, K) for i in range(splits)] + [K]
+
+
+def mma_sync_fp8_k_order(K: int) -> np.ndarray:
+    """The K order in which Triton's FP8 ``max_num_imprecise_acc=0`` dot feeds ``mma.sync.m16n8k16``:
+    in each 32-wide K window the first instruction takes k = 0, 1 (mod 4) and the second k = 2, 3
+    (mod 4) (the FP8 dot-operand layout holds 4 consecutive k per thread and each f16 instruction
+    takes 2 of them).  Within one instruction the order does not matter (one fused sum)."""
+    if K % 32:
+        raise InputError(f"K must be a multiple of 32 for the FP8 mma.sync K order, got {K}")
+    w = np.arange(32)
+    win = np.concatenate([w[w % 4 < 2], w[w % 4 >= 2]])
+    return (np.arange(0, K, 32)[:, None] + win[None, :]).ravel()
+
+
+def rna_tf32(x: np.ndarray) -> np.ndarray:
+    """``cvt.rna.tf32.f32``: round a float32 to tf32 (10 mantissa bits), to nearest with ties away from
+    zero, returned in a float32 whose low 13 bits are zero (recorded: finite values; NaN is kept as is
+    and values that round past FLT_MAX become Inf, which was not recorded)."""
+    x = np.ascontiguousarray(x, np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, r)  # a NaN stays NaN (carrying into the sign bit would make it -0)
+
 
 
 def _up(x: int, m: int) -> int:
@@ -494,8 +525,6 @@ def _sliced_groups(a, b, instr: str, kinstr: int, slice_k: int, group: int) -> n
 
 
 def _tf32x3(a, b, instr: str, slice_k: int) -> np.ndarray:
-    from .triton import rna_tf32
-
     M, K = a.shape
     if K % slice_k:
         raise InputError(f"K = {K} must be a multiple of the slice K = {slice_k}")

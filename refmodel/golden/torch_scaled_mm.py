@@ -17,8 +17,7 @@ from typing import Sequence, Union
 import ml_dtypes
 import numpy as np
 
-from ..errors import DTypeError, InputError
-from ..validate import _describe, as_array, as_float32, check_flag
+from ..errors import InputError
 from .kernel_regions import kernel_names, warn_if_switching
 from .schedule import Schedule, load_schedule
 

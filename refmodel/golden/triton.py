@@ -49,7 +49,7 @@ from ..errors import DTypeError, InputError
 
 from ..numerics.gemm import _convert
 from ..validate import _describe, as_array, strict_options
-from .schedule import FMA, MMA_SYNC_F16, Schedule
+from .schedule import FMA, MMA_SYNC_F16, Schedule, mma_sync_fp8_k_order, rna_tf32  # noqa: F401 (public here too)
 
 _FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
 _OUT = {np.dtype(np.float32): None, np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
@@ -183,23 +183,3 @@ def _store(acc: np.ndarray, od: np.dtype) -> np.ndarray:
     return _convert(acc, od)
 
 
-def mma_sync_fp8_k_order(K: int) -> np.ndarray:
-    """The K order in which Triton's FP8 ``max_num_imprecise_acc=0`` dot feeds ``mma.sync.m16n8k16``:
-    in each 32-wide K window the first instruction takes k = 0, 1 (mod 4) and the second k = 2, 3
-    (mod 4) (the FP8 dot-operand layout holds 4 consecutive k per thread and each f16 instruction
-    takes 2 of them).  Within one instruction the order does not matter (one fused sum)."""
-    if K % 32:
-        raise InputError(f"K must be a multiple of 32 for the FP8 mma.sync K order, got {K}")
-    w = np.arange(32)
-    win = np.concatenate([w[w % 4 < 2], w[w % 4 >= 2]])
-    return (np.arange(0, K, 32)[:, None] + win[None, :]).ravel()
-
-
-def rna_tf32(x: np.ndarray) -> np.ndarray:
-    """``cvt.rna.tf32.f32``: round a float32 to tf32 (10 mantissa bits), to nearest with ties away from
-    zero, returned in a float32 whose low 13 bits are zero (recorded: finite values; NaN is kept as is
-    and values that round past FLT_MAX become Inf, which was not recorded)."""
-    x = np.ascontiguousarray(x, np.float32)
-    u = x.view(np.uint32).astype(np.uint64)
-    r = ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(x), x, r)  # a NaN stays NaN (carrying into the sign bit would make it -0)

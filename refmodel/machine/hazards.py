@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .pipeline_state import CheckerView as PipelineChecker  # the checker as its rules see it
+from .pipeline_state import _Bar, _RoleState
 from .trace import Event, Range, _overlap
-
-if TYPE_CHECKING:
-    from .pipeline_check import PipelineChecker, _Bar, _RoleState
 
 
 @dataclass(frozen=True)

@@ -2,3 +2,5 @@
 
 Independent of the layouts layer (a test enforces it).
 """
+
+from . import fdpa_fast as _fdpa_fast  # noqa: E402,F401 - registers the float kernel with accumulate

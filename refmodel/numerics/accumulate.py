@@ -32,7 +32,6 @@ them bit-identical.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
@@ -246,7 +245,11 @@ def fdpa(a, b, c, p: AccumParams, fmt_a: Union[str, FormatSpec],
 # ----------------------------------------------------------------------------- operand decoding
 
 CLS_FINITE, CLS_ZERO, CLS_PINF, CLS_NINF, CLS_NAN = 0, 1, 2, 3, 4
-BIG = 1 << 14  # exponent placeholder of zero / special operands: never the maximum
+from .fdpa_special import BIG, _acc_value, _special_bits  # noqa: E402,F401 (BIG: the exponent placeholder)
+
+#: the float kernel (refmodel.numerics.fdpa_fast registers its run_chain here when it is imported, which
+#: refmodel.numerics does: the fast kernel sits above this module, never imported by it)
+_FAST_KERNEL: dict = {}
 
 
 @dataclass
@@ -368,60 +371,7 @@ from .promotion import (PROMOTE_OPS, _add_round_odd, _split, _two_prod, _two_sum
                         canonical_nan_f32, fma_f32, promote, promote_one)
 
 
-@numba.njit(cache=True)
-def _acc_value(bits, acc_e, acc_m):
-    """float64 value of accumulator bits (f32 or f16 layout)."""
-    emask = (1 << acc_e) - 1
-    bias = (1 << (acc_e - 1)) - 1
-    E = (bits >> acc_m) & emask
-    M = bits & ((np.int64(1) << acc_m) - 1)
-    if E == emask:
-        v = np.nan if M != 0 else np.inf
-    elif E == 0:
-        v = math.ldexp(float(M), 1 - bias - acc_m)
-    else:
-        v = math.ldexp(float(M | (np.int64(1) << acc_m)), int(E) - bias - acc_m)
-    return -v if (bits >> (acc_e + acc_m)) & 1 else v
-
-
 # ----------------------------------------------------------------------------- numba kernel
-
-
-@numba.njit(cache=True)
-def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bits):
-    """NaN / signed Inf of element (r, j) for one block that holds a special value."""
-    nan = False
-    pinf = False
-    ninf = False
-    for k in range(k0, k1):
-        ca = CA[r, k, 0]
-        cb = CB[nb, k, j]
-        if ca == 4 or cb == 4:
-            nan = True
-        elif ca >= 2 or cb >= 2:
-            if ca == 1 or cb == 1:
-                nan = True  # Inf * 0
-            else:
-                na = ca == 3 or (ca == 0 and SA[r, k, 0] < 0)
-                nbn = cb == 3 or (cb == 0 and SB[nb, k, j] < 0)
-                if na != nbn:
-                    ninf = True
-                else:
-                    pinf = True
-    emask = (1 << acc_e) - 1
-    if (c_bits >> acc_m) & emask == emask:  # C is Inf or NaN
-        if c_bits & ((1 << acc_m) - 1):
-            nan = True
-        elif (c_bits >> (acc_e + acc_m)) & 1:
-            ninf = True
-        else:
-            pinf = True
-    if nan or (pinf and ninf):
-        return nan_bits
-    inf_bits = emask << acc_m
-    if ninf:
-        return inf_bits | (1 << (acc_e + acc_m))
-    return inf_bits
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
@@ -624,8 +574,7 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     if op < 0:
         raise InputError(f"promote_op must be one of {', '.join(PROMOTE_OPS)}, got {_describe(promote_op)}")
     if kernel == "fast":
-        from .fdpa_fast import run_chain
-
+        run_chain = _FAST_KERNEL["run_chain"]   # registered by refmodel.numerics.fdpa_fast at import
         run_chain(A, B, rows_per_b, kblk, blk0, nblk, cb, out, p, stage_nblk, scale_rows,
                   scale_cols, op, accf)
         return out

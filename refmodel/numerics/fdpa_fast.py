@@ -43,7 +43,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from .accumulate import BIG, _acc_value, _special_bits, promote_one
+from .fdpa_special import BIG, _acc_value, _special_bits
+from .promotion import promote_one
 
 DEAD8 = -64  # exponent of a zero / special operand in the int8 exponent arrays (-BIG in int16)
 
@@ -597,3 +598,14 @@ def _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, nt
                  -128 if thr8 is None else thr8, p.F, p.e_zero, spec.ebits, spec.mbits,
                  p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
                  stage_nblk, scale_rows, scale_cols, op, accf)
+
+
+def _register() -> None:
+    """Offer this kernel to refmodel.numerics.accumulate (``fdpa_chain(kernel="fast")``), which never
+    imports this module: refmodel.numerics imports it at start."""
+    from . import accumulate
+
+    accumulate._FAST_KERNEL["run_chain"] = run_chain
+
+
+_register()

@@ -84,6 +84,15 @@ def fma_f32_loop(x, y, z, out):
         out[i] = fma_f32(np.float64(x[i]), y[i], z[i])
 
 
+def fma_f32_array(x, y, z) -> np.ndarray:
+    """``fma.rn.f32`` elementwise over float32 arrays broadcast to one shape (NaN canonical)."""
+    shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z))
+    xs, ys, zs = (np.ascontiguousarray(np.broadcast_to(np.asarray(v, np.float32), shape)).ravel() for v in (x, y, z))
+    out = np.empty(xs.size, np.float32)
+    fma_f32_loop(xs, ys, zs, out)
+    return canonical_nan_f32(out.reshape(shape))
+
+
 _NAN32 = np.array([0x7FFFFFFF], dtype=np.uint32).view(np.float32)  # canonical f32 NaN
 
 
