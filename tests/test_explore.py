@@ -440,3 +440,13 @@ def test_browser_descriptor_box_agrees_with_python(browser):
     frag = drv.execute_script("return location.hash")
     _open(drv, frag)
     assert drv.find_element("id", "desc-input").get_attribute("value") == DESCRIPTORS[-1][0]
+
+
+def test_inline_json_is_valid_json_that_cannot_close_the_script():
+    import json
+
+    from refmodel.render.explore import _json_for_script
+
+    data = {"tag": "</script><!-- hidden -->", "nested": ["<b>", "a < b"]}
+    text = _json_for_script(data)
+    assert "<" not in text and json.loads(text) == data      # was '<\\!--', which JSON.parse rejects

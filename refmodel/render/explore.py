@@ -271,8 +271,9 @@ def explore_data() -> dict:
 
 
 def _json_for_script(obj) -> str:
-    """JSON safe inside <script>: no '</' (closes the element) and no '<!--'."""
-    return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
+    """JSON safe inside <script> and still valid JSON: every '<' (which JSON has only inside strings) is
+    written as the escape \\u003c, so no '</script>' or '<!--' can appear, and JSON.parse gives the data back."""
+    return json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c")
 
 
 def explore_html() -> str:
