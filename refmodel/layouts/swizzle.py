@@ -32,6 +32,29 @@ from ..errors import InputError
 ATOM_BYTES = 16
 
 
+ADDRESS_LIMIT = 1 << 62
+
+
+def addresses(x):
+    """A byte address (int) or an array of them (int64), each in 0..2**62 - 1 — the one rule for every
+    address a swizzle takes (negative ones, non-integers and narrow integer arrays that would wrap are
+    refused or widened, never computed modulo 2**8)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise InputError(f"a swizzle address must be an integer byte address, got {_describe(x)}")
+    if isinstance(x, (int, np.integer)):
+        v = int(x)
+        if not 0 <= v < ADDRESS_LIMIT:
+            raise InputError(f"swizzle addresses are byte addresses in 0..2**62 - 1, got {v}")
+        return v
+    a = as_array("addresses", x)
+    if a.dtype.kind not in "iu":
+        raise InputError(f"swizzle addresses must be integers, got {a.dtype.name}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= ADDRESS_LIMIT):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise InputError(f"swizzle addresses are byte addresses in 0..2**62 - 1, got {bad}")
+    return a.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Swizzle:
     """CuTe ``Swizzle<B, M, S>``: ``x ^ ((x >> S) & mask(B)) << M``... on the bits of ``x``.
@@ -56,16 +79,12 @@ class Swizzle:
             raise InputError(f"Swizzle<B,M,S> needs S >= B (no overlapping bit fields), got B={self.b}, S={self.s}")
 
     def __call__(self, x):
-        """Swizzle an address or an integer array of addresses (elementwise)."""
+        """Swizzle an address or an integer array of addresses (elementwise): byte addresses in
+        0..2**62 - 1 (arrays of any integer dtype come back as int64)."""
+        x = addresses(x)
         if self.b == 0:
             return x
         mask = ((1 << self.b) - 1) << (self.m + self.s)
-        if isinstance(x, (int, np.integer)):
-            x = int(x)
-            return x ^ ((x & mask) >> self.s)
-        x = as_array("addresses", x)
-        if x.dtype.kind not in "iu":
-            raise InputError(f"swizzle addresses must be integers, got {x.dtype.name}")
         return x ^ ((x & mask) >> self.s)
 
     @property

@@ -159,8 +159,20 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines + ([cur] if cur else [])
 
 
+def _report(rep) -> PipelineReport:
+    """The one rule for what the drawings take: a PipelineReport (refmodel.machine.pipeline.check)."""
+    if not isinstance(rep, PipelineReport):
+        from ..errors import InputError
+        from ..validate import _describe
+
+        raise InputError(f"a pipeline drawing takes the PipelineReport that refmodel.machine.pipeline.check returns, "
+                         f"got {_describe(rep)}")
+    return rep
+
+
 def draw_ascii(rep: PipelineReport) -> str:
     """The timeline as plain text (one character per event column)."""
+    rep = _report(rep)
     hazard_events = {i for h in rep.hazards for i in h.events}
     lines = []
     for role, cols, groups in _blocks(rep):
@@ -195,6 +207,7 @@ def draw_svg(rep: PipelineReport) -> str:
     """The timeline as a standalone SVG document (hand-written, no plotting library): the
     wgmma blocks, the producer's TMA lane, hazard marks whose tooltips explain each hazard,
     a colour legend and the op-letter key."""
+    rep = _report(rep)
     cw, rh, lw, pad = 10, 16, 130, 10
     hazards = _hazard_text(rep)
     blocks = _blocks(rep)

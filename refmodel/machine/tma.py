@@ -78,6 +78,9 @@ def tma_load(tensor: np.ndarray, box: tuple[int, int], coords: tuple[int, int], 
     t = as_array("tensor", tensor)
     if t.ndim != 2 or t.dtype.itemsize not in (1, 2, 4):
         raise InputError(f"the tensor must be 2-D with 1-, 2- or 4-byte elements, got {t.dtype.name} {t.shape}")
+    if 0 in t.shape:
+        raise InputError(f"the tensor must have at least one row and one column (a tensor map's dimensions are "
+                         f">= 1), got shape {t.shape}")
     e = t.dtype.itemsize
     fill = check_int("fill", fill, 0, limit("byte_value"), rule="the byte left where the load writes nothing")
     if smem_size is not None:

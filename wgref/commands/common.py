@@ -47,6 +47,14 @@ def excerpt(text, n: int = 60) -> str:
     return repr(printable(text, n))
 
 
+def number_text(text: str, what: str) -> str:
+    """The one rule for numbers typed on the command line: Python's digit separators are not part of a
+    number here (float('1_0') is 10.0, int('0x1_0', 16) is 16 — a typo must not become a value)."""
+    if "_" in text:
+        raise UsageError(f"{what}: '_' is not part of a number here (write 10, not 1_0), got {excerpt(text)}")
+    return text
+
+
 def input_path(spec: str) -> str:
     """The file part of an input argument (``FILE.npz:key`` -> ``FILE.npz``)."""
     return spec.split(".npz:", 1)[0] + ".npz" if ".npz:" in spec else spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgref.commands.common import UsageError, check_output, command, excerpt, json, shown
+from wgref.commands.common import UsageError, check_output, command, excerpt, json, number_text, shown
 
 _SRC_DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64}
 
@@ -18,7 +18,7 @@ def _parse_value(text: str, src: str) -> np.ndarray:
     if src not in dtypes:
         raise UsageError(f"--from must be one of {', '.join(dtypes)}, got {excerpt(src)}")
     dt = np.dtype(dtypes[src])
-    t = text.strip().lower()
+    t = number_text(text, "the value").strip().lower()
     if t.startswith(("0x", "-0x")) and "p" not in t:
         try:
             bits = int(t, 16)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgref.commands.common import UsageError, command, load_array
+from wgref.commands.common import UsageError, command, load_array, number_text
 
 _GOLDEN_DT = ("e4m3", "e5m2", "f16", "bf16", "f32")
 
@@ -84,7 +84,7 @@ def _scale(spec: str | None, flag: str):
     if _is_file_arg(spec):
         return load_array(spec)
     try:
-        v = float(spec)
+        v = float(number_text(spec, flag))
     except ValueError:
         raise UsageError(f"{flag} must be a number or a .npy file, got {spec!r:.60}") from None
     if not math.isfinite(v) or not math.isfinite(float(np.float32(v))):

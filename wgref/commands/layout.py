@@ -194,6 +194,19 @@ def _check_lookup_flags(args, flags: str) -> bool:
     return lookup
 
 
+def _existing_acc_form(n, dtype) -> None:
+    """The command line draws only forms that exist (the library's diagram draws others with a note)."""
+    from refmodel.errors import WgrefError
+    from refmodel.layouts.fragment import check_acc_form
+
+    if n is None:
+        return
+    try:
+        check_acc_form(int(n), dtype)
+    except WgrefError as e:
+        raise UsageError(f"no m64n{n} wgmma form has a {dtype} accumulator: {e}") from None
+
+
 @command("layout")
 def cmd_layout(args) -> int:
     """Draw a layout (accumulator / A fragment / ldmatrix / stmatrix / swizzle / smem tile / sparse
@@ -206,6 +219,7 @@ def cmd_layout(args) -> int:
         obj, text = _lookup_answer(kind, args, dtype)
         return _emit_text(args, json.dumps(obj) + "\n" if args.json else text)
     if kind == "acc":
+        _existing_acc_form(args.n, dtype)
         opts = {"n": args.n, "dtype": dtype}
     elif kind == "a-frag":
         opts = {"dtype": dtype}
