@@ -43,10 +43,14 @@ def test_layer_call_matches_or_is_refused(spec):
         got = L.golden(spec, kernels)
     except WgrefError:
         return                                                          # refused in one sentence: allowed
-    want = outs["d"]
-    g = np.ascontiguousarray(got[0]).view(want.dtype).reshape(want.shape)
+    _assert_bits(got[0], outs["d"], f"{L.label(spec)} ({kernels[:2]})")
+
+
+def _assert_bits(got, want, label):
+    """got (the model's typed array) has want's bits (the recorder's raw view), every one."""
+    g = np.ascontiguousarray(got).view(want.dtype).reshape(want.shape)
     bad = int(np.count_nonzero(g != want))
-    assert bad == 0, f"{L.label(spec)}: {bad} of {want.size} outputs differ ({kernels[:2]})"
+    assert bad == 0, f"{label}: {bad} of {want.size} outputs differ"
 
 
 def _random_specs(n=60, seed=77):
@@ -109,12 +113,8 @@ def test_torchao_layers_at_new_shapes(spec):
         got = L.golden(spec, kernels)
     except WgrefError:
         return
-    names = sorted(outs)
-    for name, g in zip(names, got):
-        want = outs[name]
-        gb = np.ascontiguousarray(g).view(want.dtype).reshape(want.shape)
-        bad = int(np.count_nonzero(gb != want))
-        assert bad == 0, f"{L.label(spec)} {name}: {bad} of {want.size} outputs differ"
+    for name, g in zip(sorted(outs), got):
+        _assert_bits(g, outs[name], f"{L.label(spec)} {name}")
 
 
 def _odd_specs(n=40, seed=91):

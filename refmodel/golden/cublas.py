@@ -144,6 +144,7 @@ def apply_epilogue(acc: np.ndarray, kind: str, out_dtype: str, *, bias=None, c=N
     """One of :data:`EPILOGUES` on the float32 accumulator ``acc`` (NaNs canonical), then cvt.rn."""
     from ..numerics.gemm import _convert
     from ..numerics.promotion import canonical_nan_f32 as cn
+    from ..numerics.promotion import fma_f32_array
     from .schedule import OUT_DTYPES
 
     od = OUT_DTYPES[out_dtype]
@@ -159,15 +160,8 @@ def apply_epilogue(acc: np.ndarray, kind: str, out_dtype: str, *, bias=None, c=N
         else:
             cc = np.broadcast_to(np.asarray(c).astype(np.float32), acc.shape)
             x, y, z = (al, acc, cn(be * cc)) if kind == "bx" else (be, cc, cn(al * acc))
-            d = _fma_arr(np.broadcast_to(x, acc.shape), y, z)
+            d = fma_f32_array(x, y, z)
     return _convert(cn(d), od)
-
-
-def _fma_arr(x, y, z) -> np.ndarray:
-    """fma.rn.f32 elementwise (float32 arrays of one shape)."""
-    from ..numerics.promotion import fma_f32_array
-
-    return fma_f32_array(x, y, z)
 
 
 def _check_epilogue_args(a, b, bias, c, alpha, beta, out_dtype):

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..numerics.gemm import gemm
-from ..numerics.promotion import canonical_nan_f32
+from ..numerics.promotion import canonical_nan_f32, fma_f32_array
 
 INSTR = "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
 
@@ -98,12 +98,6 @@ def _chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(gemm(A, B, instr=INSTR), np.float32)[:M, :N]
 
 
-def _fma(x, y, z) -> np.ndarray:
-    from ..numerics.promotion import fma_f32_array
-
-    return fma_f32_array(x, y, z)
-
-
 def run(a: np.ndarray, b: np.ndarray, *, mode: str, splits: int, align: int, c: Optional[np.ndarray],
         alpha: float, beta: float) -> np.ndarray:
     """D (float32) of one TF32 GEMM under ``mode`` with ``splits`` chunks (module doc); ``c`` already
@@ -123,11 +117,11 @@ def run(a: np.ndarray, b: np.ndarray, *, mode: str, splits: int, align: int, c: 
             acc = parts[0]
             for p in parts[1:]:
                 acc = canonical_nan_f32(acc + p)
-            d = canonical_nan_f32(al * acc) if c is None else _fma(be, c, canonical_nan_f32(al * acc))
+            d = canonical_nan_f32(al * acc) if c is None else fma_f32_array(be, c, canonical_nan_f32(al * acc))
             return canonical_nan_f32(d)
         d = None if c is None else canonical_nan_f32(be * np.asarray(c, np.float32))
         for p in parts:
-            d = canonical_nan_f32(al * p) if d is None else _fma(al, p, d)
+            d = canonical_nan_f32(al * p) if d is None else fma_f32_array(al, p, d)
         return canonical_nan_f32(d)
 
 

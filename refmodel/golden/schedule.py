@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import InputError
 from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32, params_for, with_params
 from ..numerics.gemm import _convert, gemm
+from ..numerics.gemm import zero_pad as _pad
 from ..validate import _describe, as_array
 from ..wgmma_forms import parse_wgmma
 from ..wgmma_sp_forms import parse_wgmma_sp
@@ -452,14 +453,6 @@ def _widest_n(n: int) -> int:
         if n % w == 0:
             return w
     return 8
-
-
-def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    if x.shape == (rows, cols):
-        return np.ascontiguousarray(x)
-    out = np.zeros((rows, cols), x.dtype)
-    out[:x.shape[0], :x.shape[1]] = x
-    return out
 
 
 def _reduce_words(order: str) -> str:

@@ -117,6 +117,16 @@ def _out_dtype(out_dtype):
     return _OUT_DTYPES[key]
 
 
+def zero_pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """``x`` (2-D) in the top-left corner of a zero (rows, cols) array (``x`` itself, contiguous, when it
+    already has that shape): zero rows and zero products change no GEMM output."""
+    if x.shape == (rows, cols):
+        return np.ascontiguousarray(x)
+    out = np.zeros((rows, cols), x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
+
+
 def _convert(x: np.ndarray, dt: Optional[np.dtype]) -> np.ndarray:
     if dt is None or x.dtype == dt:
         return x

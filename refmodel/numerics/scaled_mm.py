@@ -36,6 +36,7 @@ from ..errors import DTypeError, InputError
 from ..validate import _describe, as_array, as_float32, check_flag
 from .fp8 import round_to_format
 from .gemm import gemm
+from .gemm import zero_pad as _pad
 from .promotion import canonical_nan_f32
 
 _OUT = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
@@ -195,13 +196,6 @@ def scaled_mm(a, b_nk, scale_a, scale_b, *, bias=None, out_dtype: str = "bf16", 
         acc = gemm(a, b, instr=instr, promote_every=4, scale_a=np.float32(1), scale_b=np.float32(1))
     return epilogue(np.asarray(acc)[:m], mode, sa, sb, bias, out_dtype)
 
-
-def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    if x.shape == (rows, cols):
-        return np.ascontiguousarray(x)
-    out = np.zeros((rows, cols), x.dtype)
-    out[:x.shape[0], :x.shape[1]] = x
-    return out
 
 
 __all__ = ["scaled_mm", "epilogue", "check_scaled_mm", "scaling_mode", "scale_shapes", "expand_block_scales",

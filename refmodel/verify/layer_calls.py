@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dtypes import bits_of, element_dtype, from_bits
 from ..errors import InputError
-from ..numerics.scaled_mm import expand_block_scales, scale_shapes  # noqa: F401 (re-exported)
+from ..numerics.scaled_mm import scale_shapes
 from .families.matrix import FAMILIES, make_inputs, special_values
 
 # ----------------------------------------------------------------------------- the modes torch 2.11 has
