@@ -15,6 +15,14 @@ the test checks it against refmodel for every option:
 * epilogue: the pre-swizzle byte offset of D[r, c] is ``p + q*N`` (fitted on N = 256 and 320);
 * swizzle: refmodel's atom table (physical atom of logical atom c on line r of a period).
 
+The dot view ships worked FP8 examples (:data:`DOT_EXAMPLES`), each explained by
+:func:`refmodel.numerics.explain.explain_dot` here: its terms, the bit of every term at every weight, the
+sum, the rounding and the output, with the sentences of ``wgref explain-dot``; the page computes no numerics.
+
+Colours: one CSS class a colour (:func:`palette_css`), the label ink black or white by WCAG contrast
+(:func:`~refmodel.render.core.ink`), a faded fill for unselected cells.  The page's keyboard, legend,
+contrast, N = 256 overview and dot view are measured in the browser by tests/test_explore.py.
+
 Sources: the builders' own (PTX ISA wgmma "Register Fragments", "Matrix Descriptor Format",
 "Shared Memory Matrix Layout"; CuTe mma_traits_sm90_gmma.hpp), the same as the diagrams.
 """
@@ -35,8 +43,9 @@ from ..layouts.stmatrix import address_givers
 from ..layouts.swizzle import MODES, atom_table
 from ..machine.epilogue import STMATRIX_X4, epilogue_addresses
 from ..machine.stmatrix import stmatrix
-from . import diagrams
-from .core import index_colour, lane_colour, thread_colour
+from ..numerics.explain import DOC_CASE, DotExplanation, explain_dot
+from . import diagrams, explain_draw
+from .core import contrast, index_colour, ink, lane_colour, rgb, thread_colour
 from .explore_assets import BODY, CSS, JS
 
 ROWS = 64
@@ -60,6 +69,37 @@ LAYOUTS = (
     ("desc", "matrix descriptor", ("major", "dtype", "n")),
     ("sparse", "sparse metadata (sp-meta)", ("dtype", "sel")),
     ("epilogue", "epilogue: cvt + stmatrix.x4", ("swizzle", "dtype", "n")),
+    ("dot", "FP8 dot product, explained (explain-dot)", ("example",)),
+)
+
+#: (id, what it shows, explain_dot keyword arguments) of the worked FP8 examples the dot view offers
+DOT_EXAMPLES = (
+    ("doc", "C = 1 + 2^-20 and A·B = 0 give 1.0: C is cut like any term (docs/accumulator.md)", dict(DOC_CASE)),
+    ("four", "four products and C = 0.7: a small product and C's low bits are cut",
+     dict(a=[1.5, -0.3125, 2 ** -8, 96], b=[3, 1.25, 0.1015625, 2], c=0.7)),
+    ("cancel", "256 - 256 + 2^-6 = 0: the small product is cut before the big ones cancel",
+     dict(a=[256, -256, 2 ** -6], b=[1, 1, 1])),
+    ("small", "16 + 31 products of 7 x 2^-12: every small one is cut (0.053 lost)",
+     dict(a=[16] + [2 ** -9] * 31, b=[1] + [0.875] * 31)),
+    ("mixed", "e4m3 x e5m2 (the one mixed FP8 pair): 1792 - 7.5 + 0.0029",
+     dict(a=[1.75, -2.5, 0.375], b=[1024, 3, 0.0078125], dtype_b="e5m2")),
+    ("tie", "f16 accumulator: 1 + 2^-11 is a tie, RNE keeps the even 1.0",
+     dict(a=[1, 2 ** -9], b=[1, 0.25], dtype_d="f16")),
+    ("up", "f16 accumulator: 1 + 2^-10 + 2^-11 rounds up (RNE) to 1 + 2^-9",
+     dict(a=[1, 2 ** -9, 2 ** -9], b=[1, 0.5, 0.25], dtype_d="f16")),
+    ("overflow", "f16 accumulator: 448·448 + 448·448 = 401408 overflows to +Inf",
+     dict(a=[448, 448], b=[448, 448], dtype_d="f16")),
+    ("subnormal", "f16 accumulator: 2^-9 · 2^-9 = 2^-18, a subnormal result",
+     dict(a=[2 ** -9], b=[2 ** -9], dtype_d="f16")),
+    ("random", "32 random e4m3 products and C = 0.3: the sum carries above the window",
+     dict(a=[-0.0390625, -1.25, 2.5, 0.46875, 0.625, -0.203125, 0.05859375, 0.34375, 0.1875, -0.625, 0.625, 0.5,
+             -0.1171875, -0.75, -0.875, -1.0, 0.28125, -0.34375, 0.875, -0.875, 0.75, 0.02734375, -0.5625, 1.0,
+             0.15625, 0.8125, 1.125, 0.5, -0.5, 0.1875, 1.0, -0.625],
+          b=[2.25, -0.8125, -1.875, -2.25, -4.5, -1.0, 1.5, -8.0, -1.625, 0.8125, -1.625, 3.0, -3.25, 2.75, 3.25,
+             1.5, -3.0, 7.0, -1.0, 2.0, -4.0, -3.0, 1.5, -5.5, 1.625, 7.0, -5.5, -1.25, 3.25, -1.5, 3.25, 0.5625],
+          c=0.3)),
+    ("nan", "e5m2: Inf · 0 gives the canonical NaN (the special path: no alignment)",
+     dict(a=[float("inf"), 1], b=[0, 1], dtype_ab="e5m2")),
 )
 
 
@@ -248,6 +288,147 @@ def _epilogue_ok(n: int, mode) -> bool:
         return False
 
 
+# ----------------------------------------------------------------------------- colours
+
+FADE = 0.75            # unselected cells while a thread is picked: the colour mixed with 75 % white
+FADED_INK = "#444"     # their label (contrast >= 4.5 on every faded fill: checked in _palette)
+#: explain-dot's fills (bit boxes: empty / one bit), keyed as the dot view's cells name them
+DOT_FILLS = {"w": (explain_draw.WIN, explain_draw.WIN1), "x": (explain_draw.CUT, explain_draw.CUT1),
+             "y": (explain_draw.CARRY, explain_draw.CARRY1), "s": (explain_draw.SUM, explain_draw.SUM1),
+             "d": (explain_draw.DROP, explain_draw.DROP1)}
+NO_BIT = "#ffffff"     # a dot-view cell where the term has no bit
+
+
+def _hex(c: tuple[float, float, float]) -> str:
+    return "#" + "".join(f"{round(255 * v):02x}" for v in c)
+
+
+def _fade(colour: str) -> str:
+    return _hex(tuple(v + (1 - v) * FADE for v in rgb(colour)))
+
+
+def _palette() -> dict[str, list[str]]:
+    """Every cell colour of the page, by class key: [fill, label ink, faded fill, faded ink].
+
+    t0..t127: threads (:func:`~.core.thread_colour`), l0..l31: lanes, i0..i7: 16-byte atoms, w/x/y/s/d + 0/1:
+    explain-dot's window / cut / carry / sum / dropped bit boxes, e: no bit.  The ink is black or white,
+    whichever contrasts more (>= 4.58 on every fill, :func:`~.core.ink`)."""
+    fills = {**{f"t{t}": thread_colour(t) for t in range(THREADS)}, **{f"l{i}": lane_colour(i) for i in range(32)},
+             **{f"i{i}": index_colour(i) for i in range(8)},
+             **{f"{k}{b}": v[b] for k, v in DOT_FILLS.items() for b in (0, 1)}, "e": NO_BIT}
+    out = {}
+    for key, fill in fills.items():
+        faded = _fade(fill)
+        if contrast(FADED_INK, faded) < 4.5:
+            raise AssertionError(f"faded label ink {FADED_INK} on {faded} ({key}) is below 4.5")
+        out[key] = [fill, ink(fill), faded, FADED_INK]
+    return out
+
+
+def palette_css(palette: dict[str, list[str]]) -> str:
+    """One class a palette key (.k-t37), and its faded form in the grid while a thread is picked."""
+    return "".join(f".k-{k}{{background-color:{f};color:{i}}}"
+                   f"#grid.picking td.k-{k}:not(.lit){{background-color:{ff};color:{fi}}}"
+                   for k, (f, i, ff, fi) in palette.items())
+
+
+# ----------------------------------------------------------------------------- the dot view
+
+def _dot_command(kw: dict) -> str:
+    """The ``wgref explain-dot`` arguments that explain the same element."""
+    if kw == DOC_CASE:
+        return "--case doc"
+
+    def vals(xs):
+        return ",".join("inf" if x == float("inf") else "-inf" if x == -float("inf") else repr(float(x)) for x in xs)
+
+    parts = [f"--dtype {kw.get('dtype_ab', 'e4m3')}"]
+    if kw.get("dtype_b"):
+        parts.append(f"--dtype-b {kw['dtype_b']}")
+    if kw.get("dtype_d", "f32") != "f32":
+        parts.append(f"--acc {kw['dtype_d']}")
+    parts += [f"--a {vals(kw['a'])}", f"--b {vals(kw['b'])}"]
+    if kw.get("c") is not None:
+        parts.append(f"--c {float(kw['c'])!r}")
+    return " ".join(parts)
+
+
+def _region(ex: DotExplanation, w: int) -> str:
+    """Where bit weight ``w`` lies: the window (kept), below it (cut) or above it (carry)."""
+    floor = ex.e_max - ex.F
+    return "w" if floor <= w <= ex.e_max + 1 else ("x" if w < floor else "y")
+
+
+def _dot_rows(ex: DotExplanation) -> list[dict]:
+    """The bit grid of :func:`~.explain_draw.to_svg` as rows of characters over the weights hi..lo:
+    ``bits`` ('0', '1', '.' = no bit) and ``reg`` (the fill key's letter per column)."""
+    hi, floor, lo = explain_draw._columns(ex)
+    ws = range(hi, lo - 1, -1)
+    rows = []
+    for t in explain_draw._shown_terms(ex):
+        if t is None:
+            pad = ex.k - ex.given
+            rows.append({"kind": "pad", "name": f"{pad} x 0·0", "value": "0", "exp": ex.e_zero,
+                         "shift": ex.e_max - ex.e_zero, "kept": 0, "cut": "", "count": pad,
+                         "bits": "." * len(ws), "reg": "." * len(ws)})
+            continue
+        inside = [not t.zero and t.lsb <= w <= t.top for w in ws]
+        rows.append({"kind": "zero" if t.zero else "term", "name": ("−" if t.sign and not t.zero else "") + t.name,
+                     "value": "0" if t.zero else repr(t.value), "exp": t.exp, "shift": t.shift, "kept": t.kept,
+                     "cut": explain_draw._cut_words(t, lo),
+                     "bits": "".join(str(t.bit(w)) if i else "." for w, i in zip(ws, inside)),
+                     "reg": "".join(_region(ex, w) if i else "." for w, i in zip(ws, inside))})
+    mag = abs(ex.total)
+    if mag:
+        r = ex.round
+        keep_lo = r.top - r.mbits - int(r.carried)     # the last kept bit before any carry (as to_svg draws it)
+        s_bits, r_bits, r_reg = [], [], []
+        for w in ws:
+            s_bits.append(str((mag >> (w - floor)) & 1) if floor <= w <= floor + mag.bit_length() - 1 else ".")
+            if w < keep_lo:                             # dropped by the final rounding: the sum's bits
+                b = str((mag >> (w - floor)) & 1) if floor <= w <= floor + mag.bit_length() - 1 else "."
+                r_bits.append(b), r_reg.append("d" if b != "." else ".")
+            elif w <= r.top:                            # the result's significand after the rounding
+                r_bits.append(str((r.mant >> (w - r.top + r.mbits)) & 1) if w >= r.top - r.mbits else "0")
+                r_reg.append("s")
+            else:
+                r_bits.append("."), r_reg.append(".")
+        rows.append({"kind": "sum", "name": "sum" + (" (negative)" if ex.total < 0 else ""), "kept": ex.total,
+                     "bits": "".join(s_bits), "reg": "".join("s" if b != "." else "." for b in s_bits)})
+        rows.append({"kind": "rounded", "name": "rounded", "bits": "".join(r_bits), "reg": "".join(r_reg)})
+    return rows
+
+
+def dot_explanation(kw: dict) -> DotExplanation:
+    """:func:`~refmodel.numerics.explain.explain_dot` of one of :data:`DOT_EXAMPLES`' keyword sets."""
+    kw = dict(kw)
+    return explain_dot(kw.pop("a"), kw.pop("b"), kw.pop("c", None), **kw)
+
+
+def _dot_example(key: str, label: str, kw: dict) -> dict:
+    ex = dot_explanation(kw)
+    keys = {fill: f"{k}1" for k, (_, fill) in DOT_FILLS.items()}
+    out = {"id": key, "label": label, "command": "wgref explain-dot " + _dot_command(kw),
+           "instr": ex.instr, "params": explain_draw._params_text(ex), "inputs": explain_draw._inputs(ex),
+           "notes": list(ex.notes), "special": ex.special, "result_hex": ex.result_hex,
+           "result_line": explain_draw._result_line(ex),
+           "legend": [[keys.get(f, ""), t] for f, t in explain_draw.legend(ex)]}
+    if ex.special is None:
+        hi, floor, lo = explain_draw._columns(ex)
+        out.update({"e_max": ex.e_max, "F": ex.F, "floor": floor, "hi": hi, "lo": lo, "e_zero": ex.e_zero,
+                    "rounding": ex.rounding.upper(), "mbits": ex.round_mbits, "total": ex.total,
+                    "window_line": (f"e_max = {ex.e_max} (the largest term exponent): every term keeps its bits "
+                                    f"2^{ex.e_max + 1} .. 2^{floor} (F = {ex.F} fraction bits below 2^e_max); the "
+                                    f"bits below 2^{floor} are cut (truncated toward zero, the sign applied after)"),
+                    "rows": _dot_rows(ex), "lines": explain_draw._rounding_lines(ex)})
+    return out
+
+
+def _dot_tables() -> dict:
+    return {"examples": [_dot_example(k, lab, kw) for k, lab, kw in DOT_EXAMPLES],
+            "source": explain_draw.SOURCE}
+
+
 def explore_data() -> dict:
     """Every table the explorer page embeds (JSON-serialisable)."""
     return {
@@ -257,8 +438,7 @@ def explore_data() -> dict:
                    "epilogue": ["bf16", "f16"]},
         "elem_bytes": {d: element_bytes(d) for d in OPERAND_DTYPES},
         "threads": THREADS, "rows": ROWS, "n_max": N_MAX, "swizzle_lines": SWIZZLE_LINES,
-        "palette": {"thread": [thread_colour(t) for t in range(THREADS)], "lane": [lane_colour(i) for i in range(32)],
-                    "index": [index_colour(i) for i in range(8)]},
+        "palette": _palette(),
         "sources": {"fragment": diagrams.SRC_FRAGMENT.format("CLayout_64xN / ALayout_64xK"),
                     "matrix": diagrams.SRC_MATRIX.format(op="ldmatrix/stmatrix", file="sm75/sm90"),
                     "swizzle": diagrams.SRC_SWIZZLE, "smem": diagrams.SRC_SMEM, "desc": diagrams.SRC_DESC,
@@ -266,7 +446,7 @@ def explore_data() -> dict:
         "acc": _acc_tables(), "afrag": _afrag_tables(), "matrix": _matrix_tables(),
         "modes": _modes(), "smem": _smem_tables(),
         "desc": {"fields": _desc_fields(), "default": f"{0x4000004000010040:#018x}"},
-        "sparse": _sparse_tables(), "epilogue": _epilogue_tables(),
+        "sparse": _sparse_tables(), "epilogue": _epilogue_tables(), "dot": _dot_tables(),
     }
 
 
@@ -278,12 +458,13 @@ def _json_for_script(obj) -> str:
 
 def explore_html() -> str:
     """The explorer page: one self-contained HTML file (inline data, script and style)."""
+    data = explore_data()
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             "<title>wgref explore: Hopper wgmma layouts</title>\n"
-            f"<style>{CSS}</style>\n</head><body>\n{BODY}\n"
-            f"<script id=\"wgref-data\" type=\"application/json\">{_json_for_script(explore_data())}</script>\n"
+            f"<style>{CSS}{palette_css(data['palette'])}</style>\n</head><body>\n{BODY}\n"
+            f"<script id=\"wgref-data\" type=\"application/json\">{_json_for_script(data)}</script>\n"
             f"<script>{JS}</script>\n</body></html>\n")
 
 
-__all__ = ["LAYOUTS", "explore_data", "explore_html"]
+__all__ = ["LAYOUTS", "DOT_EXAMPLES", "dot_explanation", "explore_data", "explore_html", "palette_css"]

@@ -4,6 +4,12 @@ Kept as string constants so that an installed wheel needs no package-data entry.
 holds no layout data: every table comes from the JSON that :func:`~refmodel.render.explore.explore_data`
 computes from refmodel; the script only indexes those tables, and ports the descriptor checks
 of :func:`refmodel.render.diagrams.desc` (tests/test_explore.py compares the two, line by line).
+The dot view only lays out the explanations embedded in that JSON.
+
+The grid is an ARIA grid with one tab stop (roving tabindex): the arrow keys, Home / End, Page Up /
+Page Down move a cursor that the info panel (aria-live) describes as hovering does; Enter / Space
+select like a click.  The legend names the colours of the view; the overview draws one cell per
+8 columns of a row (m64n256 fits 1600 px with 10 px labels).
 """
 
 BODY = r"""
@@ -18,8 +24,9 @@ BODY = r"""
   <label data-opt="major">major <select id="major"><option value="K">K-major</option><option value="MN">MN-major</option></select></label>
   <label data-opt="sel">sp-sel <select id="sel"></select></label>
   <label data-opt="num">matrices <select id="num"><option value="1">.x1</option><option value="2">.x2</option><option value="4">.x4</option></select></label>
+  <label data-opt="example">example <select id="example"></select></label>
   <label data-opt="trans">trans <select id="trans"><option value="0">no .trans</option><option value="1">.trans</option></select></label>
-  <label>zoom <select id="zoom"><option value="0">auto</option><option value="8">8 px</option><option value="12">12 px</option><option value="18">18 px</option><option value="26">26 px</option><option value="40">40 px</option><option value="56">56 px</option></select></label>
+  <label>zoom <select id="zoom"><option value="0">auto</option><option value="8">8 px</option><option value="12">12 px</option><option value="18">18 px</option><option value="26">26 px</option><option value="40">40 px</option><option value="56">56 px</option><option value="ov">overview: 8 columns a cell</option></select></label>
   <button id="clear" type="button">clear selection</button>
   <a id="permalink" href="#">link to this view</a>
 </div>
@@ -31,17 +38,29 @@ BODY = r"""
   <ul id="desc-checks"></ul>
   <div class="descout"><table id="desc-fields"></table><pre id="desc-report"></pre></div>
 </div>
+<section id="dotbox" hidden aria-labelledby="dot-instr">
+  <p id="dot-instr"></p>
+  <ol id="dot-steps"></ol>
+  <table id="dot-terms"></table>
+  <p id="dot-command"></p>
+</section>
 <div id="title"></div>
 <main>
-  <div id="gridwrap"><table id="grid"></table></div>
+  <div id="gridwrap"><table id="grid" role="grid" aria-labelledby="title"></table></div>
   <aside id="side">
-    <h2>cell under the pointer</h2>
-    <table id="info"><tr><td>hover a cell</td></tr></table>
+    <h2>cell under the pointer or keyboard cursor</h2>
+    <div id="infobox" aria-live="polite" aria-atomic="true"><table id="info"><tr><td>hover a cell</td></tr></table></div>
     <h2>selection</h2>
-    <div id="picked"></div>
+    <div id="picked" aria-live="polite"></div>
     <div id="actions"></div>
+    <h2>legend</h2>
+    <div id="legend"></div>
     <h2>notes</h2>
     <ul id="notes"></ul>
+    <h2>keyboard</h2>
+    <p id="keys">Tab into the grid (one stop); the arrow keys move the cursor and show its cell here, as hovering
+      does; Home / End: start / end of the row, Ctrl+Home / Ctrl+End: first / last cell, Page Up / Page Down: one
+      band of rows; Enter or Space selects as a click does, Escape clears the selection.</p>
   </aside>
 </main>
 <footer id="source"></footer>
@@ -50,13 +69,13 @@ BODY = r"""
 CSS = r"""
 :root { --cw: 18px; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 14px; }
 body { margin: 0; padding: 8px 12px; color: #222; background: #fafafa; }
-h1 { font-size: 18px; margin: 2px 0 6px; } h1 .sub { font-size: 13px; font-weight: normal; color: #666; }
+h1 { font-size: 18px; margin: 2px 0 6px; } h1 .sub { font-size: 13px; font-weight: normal; color: #555; }
 h2 { font-size: 13px; margin: 10px 0 4px; color: #555; text-transform: uppercase; letter-spacing: .04em; }
 #controls { display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; padding: 6px 0; }
 #controls label { white-space: nowrap; } #controls label[hidden] { display: none; }
 select, input, button { font: inherit; }
 #descbox { background: #fff; border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin: 4px 0; }
-#descbox .hint { color: #777; font-size: 12px; }
+#descbox .hint { color: #555; font-size: 12px; }
 #desc-input { font-family: ui-monospace, Menlo, Consolas, monospace; }
 #desc-fields { border-collapse: collapse; margin: 6px 0; font-size: 13px; }
 #desc-fields th, #desc-fields td { border: 1px solid #ddd; padding: 1px 6px; text-align: left; }
@@ -72,6 +91,7 @@ main { display: flex; gap: 12px; align-items: flex-start; }
 #gridwrap { overflow: auto; max-width: calc(100vw - 380px); max-height: calc(100vh - 170px); border: 1px solid #bbb;
             background: #fff; position: relative; flex: 0 1 auto; }
 #grid { border-collapse: separate; border-spacing: 0; font-family: ui-monospace, Menlo, Consolas, monospace; }
+#gridwrap:focus-within { outline: 3px solid #1d4ed8; outline-offset: 1px; }
 #grid td { width: var(--cw); min-width: var(--cw); max-width: var(--cw); height: calc(var(--cw) * 0.8);
            padding: 0; text-align: center; overflow: hidden; white-space: nowrap; cursor: pointer;
            font-size: calc(var(--cw) * 0.4); line-height: 1; border-right: 1px solid rgba(255,255,255,.5);
@@ -84,15 +104,33 @@ main { display: flex; gap: 12px; align-items: flex-start; }
 #grid thead th.span { text-align: left; }
 #grid tbody th { left: 0; text-align: right; }
 #grid thead th.corner { left: 0; z-index: 3; }
-#grid.picking td { opacity: .22; } #grid.picking td.lit { opacity: 1; }
-#grid td.lit { outline: 2px solid #000; outline-offset: -2px; }
-#grid td.hov { outline: 2px solid #ff0; outline-offset: -2px; }
+#grid.ov td { width: 30px; min-width: 30px; max-width: 30px; height: 26px; font-size: 10px; line-height: 12px; }
+/* rings: black outside, white inside, so one of the two contrasts with any cell colour (tests/test_explore.py) */
+#grid td.lit { box-shadow: inset 0 0 0 1px #000, inset 0 0 0 2px #fff; }
+#grid td.hov { outline: 2px solid #000; outline-offset: -2px; box-shadow: inset 0 0 0 4px #fff; }
+#grid td:focus { outline: 3px solid #000; outline-offset: -3px; box-shadow: inset 0 0 0 5px #fff; }
 #side { width: 340px; flex: 0 0 340px; position: sticky; top: 0; font-size: 13px; }
 #info { border-collapse: collapse; width: 100%; background: #fff; }
 #info th, #info td { border: 1px solid #ddd; padding: 2px 5px; text-align: left; vertical-align: top; }
 #info th { width: 40%; font-weight: 600; color: #444; background: #f4f4f4; }
 #notes { padding-left: 18px; margin: 0; } #notes li { margin: 2px 0; }
-#source { color: #777; font-size: 11px; margin-top: 8px; }
+#source { color: #555; font-size: 11px; margin-top: 8px; }
+#keys { font-size: 12px; margin: 0; color: #333; }
+#legend p { margin: 2px 0 4px; font-size: 12px; }
+#legend table { border-collapse: separate; border-spacing: 1px; }
+#legend th { font-weight: normal; font-size: 11px; padding: 0 3px 0 0; text-align: right; color: #333; }
+#legend td.sw { width: 8px; height: 12px; padding: 0; }
+#legend .chip { display: inline-block; min-width: 22px; padding: 1px 3px; margin: 1px; text-align: center;
+                font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; border: 1px solid #888; }
+#legend ul { margin: 0; padding-left: 0; list-style: none; } #legend li { margin: 3px 0; }
+#dotbox { background: #fff; border: 1px solid #ccc; border-radius: 4px; padding: 6px 10px; margin: 4px 0; }
+#dot-instr { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; margin: 2px 0; }
+#dot-steps { margin: 4px 0; padding-left: 22px; } #dot-steps li { margin: 2px 0; }
+#dot-terms { border-collapse: collapse; font-size: 12px; margin: 4px 0; }
+#dot-terms th, #dot-terms td { border: 1px solid #ddd; padding: 1px 6px; text-align: right; }
+#dot-terms th { background: #f4f4f4; } #dot-terms td:first-child, #dot-terms td:nth-child(2) { text-align: left; }
+#dot-terms td, #dot-command code { font-family: ui-monospace, Menlo, Consolas, monospace; }
+#dot-command { font-size: 12px; margin: 2px 0; }
 #actions button { margin-top: 4px; }
 """
 
@@ -104,10 +142,10 @@ const $ = (id) => document.getElementById(id);
 const NS8 = range(8, D.n_max + 1, 8);
 const DEFAULT_DTYPE = {acc: "f32", afrag: "f16", swizzle: "f16", smem: "f16", desc: "f16", sparse: "f16", epilogue: "bf16"};
 const GROUP = {acc: "thread", afrag: "thread", sparse: "thread", epilogue: "thread", ldmatrix: "lane", stmatrix: "lane",
-               swizzle: "atom", smem: "line", desc: "line"};
+               swizzle: "atom", smem: "line", desc: "line", dot: "term row"};
 const st = {layout: "acc", dtype: "f32", n: 64, swizzle: "128B", major: "K", sel: 0, num: 4, trans: 0, zoom: 0,
-            pick: null, desc: D.desc.default};
-let cur = null, tds = [], hovered = -1;
+            pick: null, desc: D.desc.default, example: D.dot.examples[0].id};
+let cur = null, tds = [], cursor = 0, hovTd = null;
 
 function range(a, b, s) { const o = []; for (let x = a; x < b; x += s) o.push(x); return o; }
 function hex(x) { return "0x" + x.toString(16); }
@@ -290,7 +328,9 @@ function accModel() {
     rows: D.rows, cols: n, rowBands: 16,
     title: "wgmma accumulator m64n" + n + " ." + st.dtype + ": " + regs + " registers per thread" +
            (per > 1 ? " (two f16 elements a register)" : "") + (noForm ? " — no wgmma form" : ""),
-    cell(r, c) { const i = idx(r, c), t = a.thread[i]; return {label: t, color: D.palette.thread[t], group: t}; },
+    legend: "thread",
+    cell(r, c) { const i = idx(r, c), t = a.thread[i]; return {label: t, key: "t" + t, group: t}; },
+    say(r, c) { const i = idx(r, c); return "thread " + a.thread[i] + ", register r" + a.reg[i] + (per > 1 ? ", half " + a.slot[i] : ""); },
     info(r, c) {
       const i = idx(r, c), t = a.thread[i], j = a.reg[i], h = a.slot[i], lane = t & 31;
       const out = [["element", "D[" + r + ", " + c + "]"], ["thread", t], ["warp", t >> 5],
@@ -301,7 +341,9 @@ function accModel() {
     },
     notes: [(noForm ? "No wgmma form accumulates m64n" + n + " into ." + st.dtype + " (the form table's N: " + a.forms.join(", ") +
              "); the map is drawn anyway. " : "") + "Warp w owns rows 16w..16w+15 (thick lines); click a cell to see one thread's " +
-            regs * per + " elements.", "Row headers and column headers stay put while the grid scrolls; zoom changes the cell size."],
+            regs * per + " elements.", "Row headers and column headers stay put while the grid scrolls; zoom changes the cell size" +
+            (n > 128 ? "; the labels are too small at this width: zoom → overview shows one cell per 8 columns, labelled with its threads."
+                     : ".")],
     source: D.sources.fragment,
   };
 }
@@ -311,7 +353,12 @@ function afragModel() {
   return {
     rows: D.rows, cols: a.k, rowBands: 16,
     title: "A fragment of the RS form, " + st.dtype + ": 64 x " + a.k + ", 4 registers per thread",
-    cell(r, c) { const t = a.thread[idx(r, c)]; return {label: t, color: D.palette.thread[t], group: t}; },
+    legend: "thread",
+    cell(r, c) { const t = a.thread[idx(r, c)]; return {label: t, key: "t" + t, group: t}; },
+    say(r, c) {
+      const i = idx(r, c);
+      return "thread " + a.thread[i] + ", register r" + a.reg[i] + (per === 2 ? ", half " : per === 4 ? ", byte " : "") + (per > 1 ? a.slot[i] : "");
+    },
     info(r, c) {
       const i = idx(r, c), t = a.thread[i], j = a.reg[i], s = a.slot[i], lane = t & 31;
       const out = [["element", "A[" + r + ", " + c + "]"], ["thread", t], ["warp", t >> 5],
@@ -330,7 +377,9 @@ function matrixModel() {
   return {
     rows: a.rows, cols: a.cols, rowBands: 8, colBands: 8,
     title: instr + ": which lane holds each element (colour = lane)",
-    cell(r, c) { const l = a.lane[r * a.cols + c]; return {label: l, color: D.palette.lane[l], group: l}; },
+    legend: "lane",
+    cell(r, c) { const l = a.lane[r * a.cols + c]; return {label: l, key: "l" + l, group: l}; },
+    say(r, c) { const i = r * a.cols + c; return "lane " + a.lane[i] + ", register r" + a.reg[i] + ", half " + a.half[i]; },
     info(r, c) {
       const i = r * a.cols + c, g = a.giver[i];
       return [["element", "tile row " + r + ", column " + c], ["lane", a.lane[i]], ["register", "r" + a.reg[i]],
@@ -351,7 +400,9 @@ function swizzleModel() {
     rows: D.swizzle_lines, cols, rowBands: Math.max(1, 1 << m.bits), colBands: 16 / e,
     title: m.name + " swizzle: where each " + st.dtype + " element of a 128-byte line is stored (colour/label = stored atom)",
     rowHead: (r) => "line " + r,
-    cell(r, c) { const p = swz(128 * r + c * e, m, 0), at = (p >> 4) & 7; return {label: "a" + at, color: D.palette.index[at], group: at}; },
+    legend: "atom",
+    cell(r, c) { const p = swz(128 * r + c * e, m, 0), at = (p >> 4) & 7; return {label: "a" + at, key: "i" + at, group: at}; },
+    say(r, c) { const a = 128 * r + c * e, p = swz(a, m, 0); return "address " + hex(a) + " stored at " + hex(p) + ", atom " + ((p >> 4) & 7); },
     info(r, c) {
       const a = 128 * r + c * e, p = swz(a, m, 0);
       return [["element", "line " + r + ", element " + c + " (" + st.dtype + ")"], ["address before swizzle", hex(a) + " (atom " + ((a >> 4) & 7) + ")"],
@@ -373,7 +424,9 @@ function smemModel() {
   return {
     rows, cols: t.k, rowBands: 8, colBands: 16 / e,
     title: rows + " x " + t.k + " " + st.dtype + " operand, " + st.major + "-major, " + m.name + ": stored byte address of each element",
-    cell(r, c) { const p = swz(first(r, c), m, 0); return {label: p.toString(16), color: D.palette.index[(p >> 4) & 7], group: p >> 7}; },
+    legend: "atom",
+    cell(r, c) { const p = swz(first(r, c), m, 0); return {label: p.toString(16), key: "i" + ((p >> 4) & 7), group: p >> 7}; },
+    say(r, c) { const p = swz(first(r, c), m, 0); return "k " + c + ", stored at " + hex(p) + ", atom " + ((p >> 4) & 7) + ", line " + (p >> 7); },
     info(r, c) {
       const kb = c * e, o = first(r, c), p = swz(o, m, 0);
       return [["element", "row " + r + ", k " + c + " (bytes " + kb + ".." + (kb + e - 1) + " of the row)"],
@@ -399,7 +452,12 @@ function descModel() {
            res.major + "-major, " + m.name + ")",
     cell(r, c) {
       const p = res.addr[r * kb + c * e], bad = res.mark && res.canon[r * kb + c * e] !== p;
-      return {label: p.toString(16) + (bad ? "!" : ""), color: D.palette.index[(p >> 4) & 7], group: p >> 7};
+      return {label: p.toString(16) + (bad ? "!" : ""), key: "i" + ((p >> 4) & 7), group: p >> 7};
+    },
+    legend: "atom",
+    say(r, c) {
+      const p = res.addr[r * kb + c * e], bad = res.mark && res.canon[r * kb + c * e] !== p;
+      return "k " + c + ", read from " + hex(p) + ", atom " + ((p >> 4) & 7) + (bad ? ", not where a dense tile holds it" : "");
     },
     info(r, c) {
       const b = r * kb + c * e, p = res.addr[b], lg = d.start_address + offset(res.t, r, c * e, d.lbo, d.sbo);
@@ -440,7 +498,9 @@ function sparseModel() {
     title: "sparse wgmma sp-meta, " + st.dtype + ", sp-sel " + st.sel + ": which thread and nibble hold the metadata of each row and " +
            (st.dtype === "tf32" ? "pair" : "chunk"),
     colHead: (c) => "k" + w * c,
-    cell(r, c) { const i = r * cols + c, t = tab.thread[i]; return {label: t + ":" + tab.pos[i], color: D.palette.thread[t], group: t}; },
+    legend: "thread",
+    cell(r, c) { const i = r * cols + c, t = tab.thread[i]; return {label: t + ":" + tab.pos[i], key: "t" + t, group: t}; },
+    say(r, c) { const i = r * cols + c; return "thread " + tab.thread[i] + ", nibble " + tab.pos[i]; },
     info(r, c) {
       const i = r * cols + c, t = tab.thread[i], p = tab.pos[i];
       return [["element", "row " + r + ", " + (st.dtype === "tf32" ? "pair " : "chunk ") + c + " (k " + w * c + ".." + (w * c + w - 1) + ")"],
@@ -457,7 +517,12 @@ function epilogueModel() {
   return {
     rows: D.rows, cols: n, rowBands: 16, colBands: 16,
     title: "epilogue m64n" + n + ": f32 accumulator -> cvt.rn." + st.dtype + "x2.f32 -> " + n / 16 + " x " + ep.instr + " per warp, " + m.name + " tile",
-    cell(r, c) { const t = acc.thread[idx(r, c)]; return {label: t, color: D.palette.thread[t], group: t}; },
+    legend: "thread",
+    cell(r, c) { const t = acc.thread[idx(r, c)]; return {label: t, key: "t" + t, group: t}; },
+    say(r, c) {
+      const i = idx(r, c);
+      return "thread " + acc.thread[i] + ", register d" + acc.reg[i] + ", stored at " + hex(swz(tab.p[i] + tab.q[i] * n, m, 0));
+    },
     info(r, c) {
       const i = idx(r, c), t = acc.thread[i], ri = acc.reg[i], j = ri >> 1, h = ri & 1, s = ep.slice[i], g = ep.giver[i];
       const pre = tab.p[i] + tab.q[i] * n, post = swz(pre, m, 0);
@@ -472,11 +537,125 @@ function epilogueModel() {
     source: D.sources.smem,
   };
 }
+// ---------------------------------------------------------------- the FP8 dot product (explain-dot)
+// every number, bit and sentence below was computed by refmodel.numerics.explain.explain_dot when the page was made
+const REGION = {w: "window: kept", x: "cut: below the window, truncated toward zero", y: "carry: above the window, only the sum reaches here",
+                s: "kept by the final rounding", d: "dropped by the final rounding"};
+function dotExample() { return D.dot.examples.find((x) => x.id === st.example) || D.dot.examples[0]; }
+function dotModel() {
+  const x = dotExample();
+  showDot(x);
+  const title = "explain-dot: one output element of " + x.instr + " — " + x.label;
+  if (x.special) {
+    return {rows: 0, cols: 0, title, legend: "dot", cell() { return null; }, info() { return []; },
+            notes: ["Special path (" + x.special + "): no alignment; the grid of bits is empty."], source: D.dot.source};
+  }
+  const rows = x.rows, w = (c) => x.hi - c;
+  const reg = (r, c) => rows[r].reg[c], bit = (r, c) => rows[r].bits[c];
+  return {
+    rows: rows.length, cols: x.hi - x.lo + 1, legend: "dot",
+    title,
+    rowHead: (r) => rows[r].name, colHead: (c) => String(w(c)), corner: "term \\ 2^k",
+    rowBreak: (r) => rows[r].kind === "sum", colBreak: (c) => c > 0 && (w(c) === x.floor - 1 || w(c) === x.e_max + 1),
+    cell(r, c) { const b = bit(r, c); return {label: b === "." ? "" : b, key: b === "." ? "e" : reg(r, c) + b, group: r}; },
+    where(r, c) { return [["term", rows[r].name], ["bit weight", "2^" + w(c)]]; },
+    say(r, c) { const b = bit(r, c); return b === "." ? "no bit" : "bit " + b + " (" + REGION[reg(r, c)] + ")"; },
+    info(r, c) {
+      const t = rows[r], b = bit(r, c), out = [["bit", b === "." ? "none (no bit of this row has this weight)" : b]];
+      if (b !== ".") out.push(["region", REGION[reg(r, c)]]);
+      if (t.kind === "term" || t.kind === "zero" || t.kind === "pad") {
+        if (t.kind === "pad") out.push(["products", t.count + " x 0·0 (the K columns not given), each a zero term"]);
+        out.push(["value", t.value], ["exponent", t.exp + (t.kind === "term" ? "" : " (e_zero: a zero term)")],
+                 ["shift", t.shift + " = e_max " + x.e_max + " - exponent"], ["kept", t.kept + " x 2^" + x.floor],
+                 ["cut", t.cut || "nothing"]);
+      } else if (t.kind === "sum") {
+        out.push(["sum of the kept terms", t.kept + " x 2^" + x.floor]);
+      } else {
+        out.push(["final rounding", x.rounding + " to " + x.mbits + " mantissa bits"], ["result", x.result_line]);
+      }
+      return out;
+    },
+    notes: ["Rows: the products a_k·b_k (exact), C, the exact sum of the kept integers and the rounded result; columns: bit " +
+            "weights 2^k. The thick lines mark the window 2^" + (x.e_max + 1) + " .. 2^" + x.floor + ": bits right of it are cut.",
+            "Bits are magnitudes; a term's sign is applied after its truncation (− before a name)."],
+    source: D.dot.source,
+  };
+}
+function showDot(x) {
+  $("dot-instr").textContent = x.instr + " — " + x.params;
+  const li = (k, html) => '<li data-step="' + k + '">' + html + "</li>";
+  let h = li("inputs", "<b>inputs</b>: " + x.inputs.map(esc).join("; ") + x.notes.map((n) => " (note: " + esc(n) + ")").join(""));
+  if (x.special) {
+    h += li("special", "<b>special path</b>: " + esc(x.special) + ". No alignment is done: the accumulator's NaN/Inf rule decides the result.");
+  } else {
+    h += li("products", "<b>products</b>: each a_k·b_k is exact (the significands multiplied, exponent e_a + e_b, not renormalised); " +
+                        "C is one more term; a zero term takes the exponent e_zero = " + x.e_zero + " (the table below)");
+    h += li("align", "<b>alignment</b>: " + esc(x.window_line) + " (columns shift, kept, cut; the bits in the grid)");
+    h += li("sum", "<b>sum</b>: " + x.lines.slice(0, x.total ? 2 : 1).map(esc).join("; "));
+    if (x.total) h += li("round", "<b>rounding</b>: " + x.lines.slice(2).map(esc).join("; "));
+  }
+  h += li("result", "<b>output</b>: " + esc(x.result_line));
+  $("dot-steps").innerHTML = h;
+  let t = "";
+  if (!x.special) {
+    t = "<tr><th>term</th><th>value</th><th>exponent</th><th>shift</th><th>kept (x 2^" + x.floor + ")</th><th>cut</th></tr>";
+    for (const r of x.rows) {
+      if (r.kind === "sum" || r.kind === "rounded") continue;
+      t += '<tr data-name="' + esc(r.name) + '"><td>' + esc(r.name) + "</td><td>" + esc(r.value) + "</td><td>" + r.exp + "</td><td>" +
+           r.shift + "</td><td>" + r.kept + "</td><td>" + esc(r.cut) + "</td></tr>";
+    }
+    t += '<tr data-name="sum"><td>sum</td><td></td><td></td><td></td><td>' + x.total + "</td><td></td></tr>";
+  }
+  $("dot-terms").innerHTML = t;
+  $("dot-command").innerHTML = "the same on the command line: <code>" + esc(x.command) + "</code>";
+}
+
+// ---------------------------------------------------------------- the overview: one cell per 8 columns of a row
+const OV = 8;
+function overviewOk(m) { return !m.error && m.cols >= 2 * OV && m.cols % OV === 0 && ["thread", "lane"].includes(GROUP[st.layout]); }
+function spans(gs) {    // sorted distinct numbers as runs [lo, hi]
+  const out = [];
+  for (const g of gs) { const last = out[out.length - 1]; if (last && g === last[1] + 1) last[1] = g; else out.push([g, g]); }
+  return out;
+}
+function spanText(gs) { return spans(gs).map(([a, b]) => (a === b ? String(a) : a + "–" + b)).join(", "); }
+function overview(m) {
+  const kind = GROUP[st.layout];
+  const sets = (r, cb) => {
+    const gs = [];
+    for (let c = OV * cb; c < OV * cb + OV; c++) { const g = m.cell(r, c).group; if (!gs.includes(g)) gs.push(g); }
+    return gs.sort((a, b) => a - b);
+  };
+  return {
+    rows: m.rows, cols: m.cols / OV, rowBands: m.rowBands, colBands: m.colBands ? Math.max(1, m.colBands / OV) : 0,
+    overview: true, legend: m.legend, rowHead: m.rowHead,
+    title: m.title + " — overview: one cell = 8 columns of a row, labelled with the " + kind + "s holding them",
+    colHead: (cb) => (m.colHead ? m.colHead(OV * cb) : String(OV * cb)),
+    cell(r, cb) {
+      const gs = sets(r, cb), sp = spans(gs), first = sp[0];
+      let c0 = OV * cb; while (m.cell(r, c0).group !== gs[0]) c0++;
+      const label = first[0] === first[1] ? String(first[0]) : first[0] + "–<br>" + first[1];
+      return {label: label + (sp.length > 1 ? "<br>+" + (gs.length - (first[1] - first[0] + 1)) : ""), html: true,
+              key: m.cell(r, c0).key, group: gs[0], groups: gs};
+    },
+    where(r, cb) { return [["row", r], ["columns", OV * cb + ".." + (OV * cb + OV - 1)]]; },
+    say(r, cb) { return kind + "s " + spanText(sets(r, cb)); },
+    info(r, cb) {
+      const out = [[kind + "s", spanText(sets(r, cb))]];
+      for (let c = OV * cb; c < OV * cb + OV; c++) out.push(["column " + c, m.say(r, c)]);
+      return out;
+    },
+    notes: ["Overview: each cell is 8 columns of one row; the label names the " + kind + "s holding them (lowest–highest), the colour " +
+            "is the lowest one's. A click, Enter or Space selects its lowest " + kind + ", again the next one, after the last none."].concat(m.notes),
+    source: m.source,
+  };
+}
+
 function errorModel(msg) {
-  return {rows: 0, cols: 0, title: msg, error: true, cell() { return null; }, info() { return []; }, notes: [msg], source: ""};
+  return {rows: 0, cols: 0, title: msg, error: true, legend: "", cell() { return null; }, info() { return []; }, notes: [msg], source: ""};
 }
 const MODELS = {acc: accModel, afrag: afragModel, ldmatrix: matrixModel, stmatrix: matrixModel, swizzle: swizzleModel,
-                smem: smemModel, desc: descModel, sparse: sparseModel, epilogue: epilogueModel};
+                smem: smemModel, desc: descModel, sparse: sparseModel, epilogue: epilogueModel, dot: dotModel};
 
 // ---------------------------------------------------------------- controls
 function fill(sel, values, labels) {
@@ -500,43 +679,94 @@ function syncControls() {
     if (!sels.includes(st.sel)) st.sel = sels[0];
     fill($("sel"), sels);
   }
+  if (!D.dot.examples.some((x) => x.id === st.example)) st.example = D.dot.examples[0].id;
   $("layout").value = st.layout; $("dtype").value = st.dtype; $("n").value = String(st.n); $("swizzle").value = st.swizzle;
   $("major").value = st.major; $("sel").value = String(st.sel); $("num").value = String(st.num); $("trans").value = String(st.trans);
-  $("zoom").value = String(st.zoom);
+  $("example").value = st.example;
   $("descbox").hidden = st.layout !== "desc";
+  $("dotbox").hidden = st.layout !== "dot";
   if ($("desc-input").value !== st.desc) $("desc-input").value = st.desc;
+}
+
+// ---------------------------------------------------------------- the legend (the colours of the view)
+function renderLegend(kind) {
+  let h = "";
+  if (kind === "thread") {
+    h = "<p>Colour = thread (128): the hue band is the warp (w0 red, w1 green, w2 blue, w3 purple), the hue shifts with the " +
+        "quad lane q = lane % 4 and the lightness grows with the group g = lane / 4. Row w below: threads 32w .. 32w + 31.</p>" +
+        '<table aria-hidden="true"><tr><th></th><th colspan="32" style="text-align:left">lane 0 … 31</th></tr>';
+    for (let w = 0; w < 4; w++) {
+      h += '<tr><th>w' + w + "</th>";
+      for (let l = 0; l < 32; l++) {
+        const t = 32 * w + l;
+        h += '<td class="sw k-t' + t + '" data-k="t' + t + '" data-g="' + t + '" title="thread ' + t + " (warp " + w + ", lane " + l + ')"></td>';
+      }
+      h += "</tr>";
+    }
+    h += "</table>";
+  } else if (kind === "lane") {
+    h = "<p>Colour = lane (32): 8 hues for lane % 8, 4 lightness levels for lane / 8.</p><div>";
+    for (let l = 0; l < 32; l++) h += '<span class="chip k-l' + l + '" data-k="l' + l + '" data-g="' + l + '">' + l + "</span>" + (l % 8 === 7 ? "<br>" : "");
+    h += "</div>";
+  } else if (kind === "atom") {
+    h = "<p>Colour = the 16-byte atom (address bits 6:4) the element is stored in:</p><div>";
+    for (let i = 0; i < 8; i++) h += '<span class="chip k-i' + i + '" data-k="i' + i + '" data-g="' + i + '">a' + i + "</span>";
+    h += "</div>";
+  } else if (kind === "dot") {
+    h = "<ul>";
+    for (const [key, text] of dotExample().legend) {
+      const sw = key ? '<span class="chip k-' + key[0] + '0" data-k="' + key[0] + '0">0</span><span class="chip k-' + key + '" data-k="' +
+                       key + '">1</span> ' : "";
+      h += "<li>" + sw + esc(text) + "</li>";
+    }
+    if (!dotExample().special) h += '<li><span class="chip k-e" data-k="e">&nbsp;</span> no bit of that row at this weight</li>';
+    h += "</ul>";
+  }
+  $("legend").innerHTML = h;
+  $("legend").dataset.kind = kind || "";
 }
 
 // ---------------------------------------------------------------- the grid
 function render() {
   syncControls();
-  cur = MODELS[st.layout]();
-  const g = $("grid"), rows = cur.rows, cols = cur.cols;
+  const base = MODELS[st.layout]();
+  const ovOk = overviewOk(base);
+  $("zoom").querySelector('option[value="ov"]').disabled = !ovOk;
+  if (st.zoom === "ov" && !ovOk) st.zoom = 0;
+  $("zoom").value = String(st.zoom);
+  cur = st.zoom === "ov" ? overview(base) : base;
+  const g = $("grid"), rows = cur.rows, cols = cur.cols, hadFocus = g.contains(document.activeElement);
   $("title").textContent = cur.title;
   const wide = st.layout === "smem" || st.layout === "desc";   // hex addresses: 4-5 characters a cell
-  const cw = st.zoom || (wide ? 40 : cols > 128 ? 12 : cols > 64 ? 18 : cols > 16 ? 28 : 40);
+  const cw = cur.overview ? 30 : st.zoom || (wide ? 40 : cols > 128 ? 12 : cols > 64 ? 18 : cols > 16 ? 28 : 40);
   g.style.setProperty("--cw", cw + "px");
   g.classList.toggle("tiny", cw < 16);
-  const parts = ['<thead><tr><th class="corner">' + (rows ? "row \\ col" : "") + "</th>"];
+  g.classList.toggle("ov", !!cur.overview);
+  const rowBreak = cur.rowBreak || ((r) => cur.rowBands && r && r % cur.rowBands === 0);
+  const colBreak = cur.colBreak || ((c) => cur.colBands && c && c % cur.colBands === 0);
+  const where = cur.where || ((r, c) => [["row", r], ["column", c]]);
+  const corner = rows ? (cur.corner || (cur.rowHead ? "" : "row \\ col")) : "";
+  const parts = ['<thead><tr role="row"><th class="corner" role="columnheader">' + esc(corner) + "</th>"];
   const span = cw < 16 && cols % 8 === 0 ? 8 : 1;   // narrow cells: one header per 8 columns
   for (let c = 0; c < cols; c += span) {
-    parts.push('<th' + (span > 1 ? ' colspan="' + span + '" class="span"' : "") + ">" + (cur.colHead ? cur.colHead(c) : c) + "</th>");
+    parts.push('<th role="columnheader"' + (span > 1 ? ' colspan="' + span + '" class="span"' : "") + ">" + esc(cur.colHead ? cur.colHead(c) : c) + "</th>");
   }
   parts.push("</tr></thead><tbody>");
-  const groups = new Int32Array(rows * cols);
+  const sets = new Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    parts.push('<tr class="' + (r && cur.rowBands && r % cur.rowBands === 0 ? "rb" : "") + '"><th>' + (cur.rowHead ? cur.rowHead(r) : r) + "</th>");
+    parts.push('<tr role="row"' + (rowBreak(r) ? ' class="rb"' : "") + '><th role="rowheader">' + esc(cur.rowHead ? cur.rowHead(r) : r) + "</th>");
     for (let c = 0; c < cols; c++) {
       const x = cur.cell(r, c), i = r * cols + c;
-      groups[i] = x.group;
-      parts.push('<td data-r="' + r + '" data-c="' + c + '"' + (cur.colBands && c && c % cur.colBands === 0 ? ' class="cb"' : "") +
-                 ' style="background:' + x.color + '">' + x.label + "</td>");
+      sets[i] = x.groups || [x.group];
+      const aria = where(r, c).map(([k, v]) => k + " " + v).join(", ") + ": " + cur.say(r, c);
+      parts.push('<td role="gridcell" data-r="' + r + '" data-c="' + c + '" class="k-' + x.key + (colBreak(c) ? " cb" : "") +
+                 '" aria-label="' + esc(aria) + '">' + (x.html ? x.label : esc(x.label)) + "</td>");
     }
     parts.push("</tr>");
   }
   parts.push("</tbody>");
   g.innerHTML = parts.join("");
-  cur.groups = groups;
+  cur.sets = sets;
   tds = Array.from(g.getElementsByTagName("td"));
   $("notes").innerHTML = cur.notes.map((n) => "<li>" + esc(n) + "</li>").join("");
   $("source").textContent = cur.source ? "mirrors: " + cur.source : "";
@@ -545,34 +775,93 @@ function render() {
     const b = document.createElement("button"); b.type = "button"; b.id = "action"; b.textContent = cur.action.label;
     b.addEventListener("click", cur.action.run); $("actions").appendChild(b);
   }
-  hovered = -1;
-  $("info").innerHTML = "<tr><td>hover a cell</td></tr>";
+  renderLegend(cur.legend);
+  $("info").innerHTML = "<tr><td>hover a cell, or Tab into the grid and use the arrow keys</td></tr>";
+  cursor = Math.min(cursor, Math.max(0, tds.length - 1));
+  if (tds.length) {
+    tds[cursor].tabIndex = 0;                // the grid's one tab stop (roving tabindex)
+    if (hadFocus) setCursor(cursor, 2);
+  }
   applyPick();
   writeHash();
 }
 function applyPick() {
   const g = $("grid"), p = st.pick;
   let n = 0;
-  for (let i = 0; i < tds.length; i++) { const on = p !== null && cur.groups[i] === p; tds[i].classList.toggle("lit", on); if (on) n++; }
+  for (let i = 0; i < tds.length; i++) { const on = p !== null && cur.sets[i].includes(p); tds[i].classList.toggle("lit", on); if (on) n++; }
   g.classList.toggle("picking", p !== null && n > 0);
-  $("picked").textContent = p === null ? "click a cell to light every cell of its " + GROUP[st.layout]
-                                       : GROUP[st.layout] + " " + p + ": " + n + " cells lit";
+  const what = cur.overview ? "overview cells" : "cells";
+  $("picked").textContent = p === null ? "click a cell (or press Enter on it) to light every cell of its " + GROUP[st.layout]
+                                       : GROUP[st.layout] + " " + p + ": " + n + " " + what + " lit";
+}
+// a click / Enter / Space on cell i: its group, again to clear; an overview cell steps through its groups
+function pickAt(i) {
+  const s = cur.sets[i];
+  if (s.length === 1) st.pick = st.pick === s[0] ? null : s[0];
+  else { const k = s.indexOf(st.pick); st.pick = k < 0 ? s[0] : k + 1 < s.length ? s[k + 1] : null; }
+  applyPick(); writeHash();
 }
 function showInfo(td) {
-  const r = +td.dataset.r, c = +td.dataset.c, i = r * cur.cols + c;
-  if (hovered >= 0 && tds[hovered]) tds[hovered].classList.remove("hov");
-  hovered = i; td.classList.add("hov");
-  $("info").innerHTML = [["row", r], ["column", c]].concat(cur.info(r, c))
+  const r = +td.dataset.r, c = +td.dataset.c;
+  if (hovTd && hovTd !== td) hovTd.classList.remove("hov");
+  hovTd = td; td.classList.add("hov");
+  const where = cur.where ? cur.where(r, c) : [["row", r], ["column", c]];
+  $("info").innerHTML = where.concat(cur.info(r, c))
     .map(([k, v]) => '<tr data-k="' + esc(k) + '"><th>' + esc(k) + "</th><td>" + esc(v) + "</td></tr>").join("");
+}
+// the cursor: the cell with the grid's tab stop, outlined, shown in the info panel (hover moves it too);
+// focus: 0 leave the focus, 1 focus the cell, 2 focus it and scroll it into view
+function setCursor(i, focus) {
+  if (!tds.length) return;
+  i = Math.max(0, Math.min(tds.length - 1, i));
+  const td = tds[i];
+  if (tds[cursor] && cursor !== i) tds[cursor].removeAttribute("tabindex");
+  cursor = i;
+  td.tabIndex = 0;
+  showInfo(td);
+  if (focus && document.activeElement !== td) td.focus({preventScroll: true});
+  if (focus === 2) reveal(td);
+}
+// scroll the grid so that the cell is clear of the sticky headers, and the page so that it is in the window
+function reveal(td) {
+  const w = $("gridwrap"), wb = w.getBoundingClientRect(), r = td.getBoundingClientRect();
+  const head = $("grid").tHead.getBoundingClientRect().height, side = td.parentElement.firstElementChild.getBoundingClientRect().width;
+  const top = wb.top + w.clientTop + head, bottom = wb.top + w.clientTop + w.clientHeight;
+  const left = wb.left + w.clientLeft + side, right = wb.left + w.clientLeft + w.clientWidth;
+  if (r.top < top) w.scrollTop -= top - r.top; else if (r.bottom > bottom) w.scrollTop += r.bottom - bottom;
+  if (r.left < left) w.scrollLeft -= left - r.left; else if (r.right > right) w.scrollLeft += r.right - right;
+  const r2 = td.getBoundingClientRect();
+  if (r2.top < 0) window.scrollBy(0, r2.top - 8); else if (r2.bottom > window.innerHeight) window.scrollBy(0, r2.bottom - window.innerHeight + 8);
+}
+function onKey(e) {
+  if (!tds.length || !e.target.closest("td") || e.altKey || e.metaKey) return;
+  const R = cur.rows, C = cur.cols, r = Math.floor(cursor / C), c = cursor % C;
+  const band = Math.max(1, cur.rowBands || 8);
+  let n;
+  switch (e.key) {
+    case "ArrowLeft": n = c > 0 ? cursor - 1 : cursor; break;
+    case "ArrowRight": n = c < C - 1 ? cursor + 1 : cursor; break;
+    case "ArrowUp": n = r > 0 ? cursor - C : cursor; break;
+    case "ArrowDown": n = r < R - 1 ? cursor + C : cursor; break;
+    case "Home": n = e.ctrlKey ? 0 : r * C; break;
+    case "End": n = e.ctrlKey ? R * C - 1 : r * C + C - 1; break;
+    case "PageUp": n = Math.max(0, r - band) * C + c; break;
+    case "PageDown": n = Math.min(R - 1, r + band) * C + c; break;
+    case "Enter": case " ": e.preventDefault(); pickAt(cursor); return;
+    case "Escape": st.pick = null; applyPick(); writeHash(); return;
+    default: return;
+  }
+  e.preventDefault();
+  setCursor(n, 2);
 }
 
 // ---------------------------------------------------------------- URL fragment
-const KEYS = ["dtype", "n", "swizzle", "major", "sel", "num", "trans"];
+const KEYS = ["dtype", "n", "swizzle", "major", "sel", "num", "trans", "example"];
 function writeHash() {
   const L = layoutInfo(st.layout), q = ["layout=" + st.layout];
   for (const k of KEYS) if (L.opts.includes(k)) q.push(k + "=" + encodeURIComponent(st[k]));
   if (st.layout === "desc") q.push("desc=" + encodeURIComponent(st.desc));
-  if (st.pick !== null) q.push(GROUP[st.layout] + "=" + st.pick);
+  if (st.pick !== null) q.push(GROUP[st.layout].replace(/ /g, "_") + "=" + st.pick);
   if (st.zoom) q.push("zoom=" + st.zoom);
   const h = "#" + q.join("&");
   $("permalink").href = h;
@@ -584,12 +873,14 @@ function readHash() {
   st.layout = layoutInfo(lay) ? lay : "acc";
   if (q.has("dtype")) st.dtype = q.get("dtype");
   for (const k of ["n", "sel", "num", "trans", "zoom"]) if (q.has(k) && /^\d+$/.test(q.get(k))) st[k] = +q.get(k);
+  if (q.get("zoom") === "ov") st.zoom = "ov";
   if (q.has("swizzle") && mode(q.get("swizzle"))) st.swizzle = q.get("swizzle");
   if (q.has("major") && ["K", "MN"].includes(q.get("major"))) st.major = q.get("major");
   if (![1, 2, 4].includes(st.num)) st.num = 4;
   st.trans = st.trans ? 1 : 0;
   if (q.has("desc")) st.desc = q.get("desc");
-  const p = q.get(GROUP[st.layout]);
+  if (q.has("example")) st.example = q.get("example");
+  const p = q.get(GROUP[st.layout].replace(/ /g, "_"));
   st.pick = p !== null && /^\d+$/.test(p) ? +p : null;
 }
 
@@ -598,26 +889,32 @@ function setLayout(id) { st.layout = id; st.pick = null; render(); }
 function init() {
   fill($("layout"), D.layouts.map((l) => l.id), D.layouts.map((l) => l.label));
   fill($("swizzle"), D.modes.map((m) => m.name));
+  fill($("example"), D.dot.examples.map((x) => x.id), D.dot.examples.map((x) => x.label));
   $("layout").addEventListener("change", (e) => setLayout(e.target.value));
   for (const k of KEYS) {
     $(k).addEventListener("change", (e) => {
       const v = e.target.value;
       st[k] = ["n", "sel", "num", "trans"].includes(k) ? +v : v;
+      if (k === "example") st.pick = null;
       render();  // the selection stays: the same thread under another option
     });
   }
-  $("zoom").addEventListener("change", (e) => { st.zoom = +e.target.value; render(); });
+  $("zoom").addEventListener("change", (e) => { st.zoom = e.target.value === "ov" ? "ov" : +e.target.value; render(); });
   $("clear").addEventListener("click", () => { st.pick = null; applyPick(); writeHash(); });
   const decode = () => { st.desc = $("desc-input").value.trim(); st.pick = null; render(); };
   $("desc-go").addEventListener("click", decode);
   $("desc-input").addEventListener("keydown", (e) => { if (e.key === "Enter") decode(); });
   const g = $("grid");
-  g.addEventListener("mouseover", (e) => { const td = e.target.closest("td"); if (td && cur && !cur.error) showInfo(td); });
+  const indexOf = (td) => +td.dataset.r * cur.cols + +td.dataset.c;
+  g.addEventListener("mouseover", (e) => {
+    const td = e.target.closest("td"); if (!td || !cur || cur.error) return;
+    setCursor(indexOf(td), g.contains(document.activeElement) ? 1 : 0);   // a focused grid moves its focus along
+  });
+  g.addEventListener("focusin", (e) => { const td = e.target.closest("td"); if (td && cur && !cur.error) setCursor(indexOf(td), 0); });
+  g.addEventListener("keydown", onKey);
   g.addEventListener("click", (e) => {
     const td = e.target.closest("td"); if (!td || !cur || cur.error) return;
-    const p = cur.groups[+td.dataset.r * cur.cols + +td.dataset.c];
-    st.pick = st.pick === p ? null : p;
-    applyPick(); writeHash();
+    pickAt(indexOf(td));
   });
   window.addEventListener("hashchange", () => { readHash(); render(); });
   readHash();

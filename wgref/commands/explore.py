@@ -26,5 +26,6 @@ def cmd_explore(args) -> int:
 def add_explore_parser(sub) -> None:
     """``wgref explore``: the interactive layout explorer."""
     ex = sub.add_parser("explore", help="write an interactive HTML explorer of every layout (self-contained, "
-                        "works from file://): hover a cell, click a thread, paste a descriptor")
+                        "works from file://): hover a cell or move with the keyboard, click a thread, paste a descriptor, "
+                        "an N = 256 overview, FP8 dot products explained bit by bit")
     ex.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout, e.g. explore.html")
