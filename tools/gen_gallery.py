@@ -110,7 +110,11 @@ Make your own with <code>wgref layout KIND --format svg|html -o FILE</code> and
 (see <a href="../debug-descriptor.md">debug your descriptor</a>).</p>
 <p><b><a href="explore.html">The explorer</a></b> (<code>wgref explore -o explore.html</code>): every layout
 of this page in one offline file — hover a cell for its thread, register and address, click a thread to
-light its elements, paste a descriptor; the link keeps the selection. Lookups without a browser:
+light its elements, paste a descriptor; the link keeps the selection. The keyboard does what the mouse does
+(Tab into the grid, arrows / Home / End / Page Up / Page Down move, Enter or Space selects), each view has a
+legend of its colours, labels keep a contrast of 4.5:1, zoom &rarr; overview draws m64n256 one cell per 8
+columns (it fits 1600 px), and the FP8 dot-product view explains worked examples bit by bit as
+<code>wgref explain-dot</code> does. Lookups without a browser:
 <code>wgref layout acc --n 256 --at 37,200 --json</code>, <code>--thread T</code>,
 <code>wgref desc HEX ... --at ROW,K</code>.</p>
 <ol>{toc}</ol>
