@@ -492,7 +492,9 @@ def loads_json(text: str | bytes, where: str, *, max_depth: int = MAX_JSON_DEPTH
         deep = json_depth(obj) > max_depth
     if deep:
         raise InputError(f"{_short(where)} nests JSON deeper than the limit 'json_depth' = {max_depth}")
-    return obj
+    from .validate import check_json_text
+
+    return check_json_text(obj, _short(where), text=text if isinstance(text, str) else None)
 
 
 def read_json(path: str | Path, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

@@ -10,6 +10,10 @@ never turns into an exabyte allocation or an hour of work: ``check_limit("smem_r
 "rows")`` raises ``LimitError: rows must be at most 4096 (limit 'smem_rows': a shared-memory tile
 has at most 228 KB ...), got 1000000``.
 
+A block along a tensor's axis (a quantization tile's rows or columns, a schedule's scale block, a
+promotion group's K) has one rule, :func:`check_block`: at most the tensor's extent along that axis,
+or at most the row 'block' (a standard block overhanging a smaller tensor is one ragged block).
+
 The module-level constants (``MAX_ARRAY_BYTES``, ``MAX_NPZ_MEMBERS``, ``MAX_JSON_DEPTH``, ...)
 are the same values, for code that only needs the number.
 """
@@ -85,6 +89,10 @@ LIMITS: dict[str, Limit] = _rows(
     ("trace_address", 1 << 32, "shared addresses are 32-bit"),
     # --- numerics
     ("quantize_tile", 2**31 - 1, "a quantization block's rows/cols index array dimensions (int32 range)"),
+    ("block", 4096, "a block along one axis of a tensor (a quantization tile's rows or columns, a "
+                    "schedule's scale block, a promotion group's K) that overhangs a smaller tensor is one ragged "
+                    "block: meaningful for a recipe's standard block (NVFP4 16, OCP MX 32, DeepGEMM and "
+                    "TransformerEngine 128, bitsandbytes up to 4096 elements), never beyond"),
     ("quantize_margin", 64, "a scale margin of 2**64 already overflows every FP8 scale"),
     ("delayed_history", 1 << 16, "an amax history: TransformerEngine's default is 1024; 65536 is ample"),
     ("error_k", 1 << 17, "error_vs_k's largest K: 131072 (8x the default sweep) already takes minutes in the "
@@ -139,6 +147,22 @@ def limit(name: str) -> int:
     return LIMITS[name].value
 
 
+def check_block(what: str, size: int, extent: int | None = None, axis: str | None = None) -> int:
+    """The one rule for the size of a block along a tensor's axis (a quantization tile's rows or
+    columns, a schedule's scale block, a promotion group's K): ``size`` if it is at most the tensor's
+    ``extent`` along ``axis`` (a block of the data) or at most the limit 'block' (a recipe's standard
+    block on a smaller tensor: one ragged block); where no tensor is at hand (``extent`` None: a recipe
+    or a schedule on its own) only the limit applies.  Otherwise one :class:`LimitError` sentence
+    naming the extent and the limit, before anything proportional to ``size`` is allocated."""
+    lim = LIMITS["block"]
+    if (extent is not None and size <= extent) or size <= lim.value:
+        return size
+    where = "" if extent is None else f"the tensor's extent ({extent}) along {axis} or at most "
+    raise LimitError(f"{what} must be at most {where}{lim.value} (limit 'block': a standard block may overhang "
+                     f"a smaller tensor as one ragged block, a larger one is no block of it), "
+                     f"got {show_value(size)}")
+
+
 def check_limit(name: str, value: int, what: str) -> int:
     """``value`` if it is at most the limit ``name``; otherwise one :class:`LimitError` sentence
     naming ``what``, the limit and its reason."""
@@ -154,5 +178,5 @@ def table() -> list[tuple[str, int, str]]:
     return [(lim.name, lim.value, lim.reason) for lim in LIMITS.values()]
 
 
-__all__ = ["LIMITS", "Limit", "LimitError", "check_limit", "limit", "table", "show_value", "MAX_ARRAY_BYTES",
+__all__ = ["LIMITS", "Limit", "LimitError", "check_block", "check_limit", "limit", "table", "show_value", "MAX_ARRAY_BYTES",
            "MAX_NPZ_MEMBERS", "MAX_JSON_DEPTH", "MAX_JSON_BYTES", "SMEM_BYTES", "SMEM_ADDRESS", "MAX_ELEMENTS"]

@@ -114,6 +114,49 @@ def check_str(name: str, v: Any, example: str) -> str:
     return v
 
 
+# a code point no UTF-8 text holds: a lone UTF-16 surrogate (JSON's "\\ud800" without its pair, or a
+# byte that was not UTF-8, decoded with surrogateescape)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# where a JSON text may decode to one: a surrogate itself, or a \\uD800..\\uDFFF escape
+_SURROGATE_IN_JSON = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
+def check_text(name: str, v: str) -> str:
+    """The rule for text a user gives (a trace's role, tag, id or barrier name; every string of a
+    JSON document wgref reads: replay configurations, journals, manifests, schedules): Unicode
+    scalar values only.  A lone surrogate is no character -- it cannot be printed, written as
+    UTF-8 or compared with what a kernel's source says -- so it is refused where the text comes
+    in, in one sentence naming the field and the position."""
+    m = _SURROGATE.search(v)
+    if m is not None:
+        raise InputError(f"{name} must be Unicode text, but character {m.start()} is a lone surrogate "
+                         f"U+{ord(m.group()):04X} (a \\u escape without its pair, or bytes that are not "
+                         f"UTF-8), got {excerpt(v)}")
+    return v
+
+
+def check_json_text(obj: Any, where: str, *, text: str | None = None) -> Any:
+    """``obj`` (a decoded JSON value) if every string in it, keys included, passes :func:`check_text`;
+    the field is named in the error (``where``, then the path: ``trace line 3: field 't'``).  With the
+    JSON ``text`` it came from, a text that holds no surrogate and no \\uD800..\\uDFFF escape is
+    passed without walking ``obj``."""
+    if text is not None and _SURROGATE_IN_JSON.search(text) is None:
+        return obj
+    stack = [(obj, "")]
+    while stack:
+        o, path = stack.pop()
+        if isinstance(o, str):
+            check_text(f"{where}{path and ': ' + path}", o)
+        elif isinstance(o, dict):
+            for k, v in o.items():
+                if isinstance(k, str):
+                    check_text(f"{where}{path and ': ' + path}: a key", k)
+                stack.append((v, f"{path}[{k!r}]" if path else f"field {k!r}"))
+        elif isinstance(o, (list, tuple)):
+            stack.extend((v, f"{path or 'item'}[{i}]") for i, v in enumerate(o))
+    return obj
+
+
 def check_flag(name: str, v: Any, *, allow_none: bool = False) -> bool | None:
     """The one boolean checker: True/False, numpy bools, or the integers 1/0 (Python or numpy
     scalars, 0-d arrays of those); never a string ("no" and "false" are refused, not read as
@@ -233,11 +276,12 @@ def loads_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH, max_byt
         raise InputError(f"{what} nests deeper than {max_depth} levels (limit 'json_depth': "
                          f"{LIMITS['json_depth'].reason})")
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{what} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except (ValueError, RecursionError) as e:
         raise InputError(f"{what} is not valid JSON ({str(e)[:80]})") from None
+    return check_json_text(obj, what, text=text)
 
 
 def check_real_scalar(name: str, v: Any, *, finite: bool = False) -> float:

@@ -263,14 +263,18 @@ def test_the_issue_examples_name_their_limit():
             fn()
 
 
-def test_huge_granularity_quantizes_like_one_block():
-    """A tile larger than the array is one block (no padding to the tile size)."""
+def test_a_standard_tile_on_a_smaller_array_quantizes_like_one_block():
+    """A standard tile larger than the array is one ragged block (no padding to the tile size); a
+    tile beyond the array and beyond every standard tile (limit 'block') is refused
+    (tests/test_hostile_classes.py has the rule's other cases)."""
     x = np.linspace(-3, 3, 16).reshape(4, 4)
     q1, s1 = refmodel.quantize(x, "e4m3", (4, 4))
-    q2, s2 = refmodel.quantize(x, "e4m3", (2**31 - 1, 2**31 - 1))
+    q2, s2 = refmodel.quantize(x, "e4m3", (4096, 4096))
     assert np.array_equal(q1, q2) and np.array_equal(s1, s2)
-    assert np.array_equal(refmodel.dequantize(q2, s2, "e4m3", "2147483647x2147483647"),
+    assert np.array_equal(refmodel.dequantize(q2, s2, "e4m3", "4096x4096"),
                           refmodel.dequantize(q1, s1, "e4m3", (4, 4)))
+    with pytest.raises(LimitError, match="limit 'block'"):
+        refmodel.quantize(x, "e4m3", (2**31 - 1, 2**31 - 1))
 
 
 # ----------------------------------------------------------------------------- any flag value

@@ -9,6 +9,7 @@ Bad input gets one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import codecs
 import re
 import sys
 
@@ -67,21 +68,52 @@ def _say(line: str) -> None:
         pass
 
 
+def _end_progress_lines() -> None:
+    """The rule for every error path: a progress line still on screen is ended before the error is
+    written, so the error is a line of its own.  wgref's progress lines are tqdm bars (the fuzz
+    campaign's, the sweep replays'; tests/test_hostile_classes.py checks there are no others):
+    each live bar is closed, which leaves its last state ended by a newline or clears its line, and
+    a closed bar never redraws itself later (at exit)."""
+    mod = sys.modules.get("tqdm.std")
+    if mod is None:     # no bar was ever made
+        return
+    for bar in list(getattr(mod.tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar on a closed stream: nothing left to end
+            pass
+
+
 def _one_line(text: str, limit: int = 300) -> str:
     t = " ".join(str(text).split())
     return t if len(t) <= limit else t[: limit - 3] + "..."
 
 
+def _escape_or_backslash(err: UnicodeEncodeError):
+    """``surrogateescape`` where it applies (U+DC80..U+DCFF: the bytes of a file name that was not
+    UTF-8, written back as they were), a backslash escape for anything else it cannot encode (a lone
+    surrogate such as U+D800)."""
+    bad = err.object[err.start:err.end]
+    if all(0xDC80 <= ord(ch) <= 0xDCFF for ch in bad):
+        return codecs.lookup_error("surrogateescape")(err)
+    return codecs.lookup_error("backslashreplace")(err)
+
+
+codecs.register_error("wgref.surrogateescape", _escape_or_backslash)
+
+
 def _tolerant_streams():
     """stdout/stderr write unencodable characters (surrogates in file names) as backslash
-    escapes instead of raising; returns the function that puts the old setting back."""
+    escapes instead of raising (a stream that uses surrogateescape, as under the C locale, keeps
+    it for the bytes it can give back and escapes the rest); returns the function that puts the
+    old setting back."""
     saved = []
     for s in (sys.stdout, sys.stderr):
         errors = getattr(s, "errors", None)
-        if errors in (None, "backslashreplace", "surrogateescape", "surrogatepass", "replace"):
+        if errors in (None, "backslashreplace", "surrogatepass", "replace", "wgref.surrogateescape"):
             continue
         try:
-            s.reconfigure(errors="backslashreplace")
+            s.reconfigure(errors="wgref.surrogateescape" if errors == "surrogateescape" else "backslashreplace")
             saved.append((s, errors))
         except (AttributeError, ValueError, OSError, TypeError):
             pass
@@ -131,16 +163,20 @@ def main(argv=None) -> int:
         msg = str(e)
         if "\n" in msg or "\r" in msg:
             msg = msg.replace("\r", "\\r").replace("\n", "\\n")
+        _end_progress_lines()
         _say(f"wgref: error: {msg}")
         return 2
     except KeyboardInterrupt:
+        _end_progress_lines()
         return 130
     except BrokenPipeError:
+        _end_progress_lines()
         _quiet_broken_stdout()
         return 141
     except SystemExit:
         raise
     except Exception as e:  # noqa: BLE001 - the guard: a bug is one line, not a traceback
+        _end_progress_lines()
         _say(f"{cmd}: internal error: {type(e).__name__}: {_one_line(e) or 'no message'} ({REPORT_TO})")
         return 2
     finally:

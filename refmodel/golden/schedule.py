@@ -38,10 +38,11 @@ import numba
 import numpy as np
 
 from ..errors import InputError
+from ..limits import check_block
 from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32, params_for, with_params
 from ..numerics.gemm import _convert, gemm
 from ..numerics.gemm import zero_pad as _pad
-from ..validate import _describe, as_array
+from ..validate import _describe, as_array, check_json_text
 from ..wgmma_forms import parse_wgmma
 from ..wgmma_sp_forms import parse_wgmma_sp
 
@@ -162,7 +163,7 @@ class Schedule:
         _choice("promote_op", self.promote_op, PROMOTE_OPS)
         if not isinstance(self.block_scales, (bool, np.bool_)):
             raise InputError(f"block_scales must be True or False, got {_describe(self.block_scales)}")
-        _pos_int("scale_block", self.scale_block, none_ok=False)
+        check_block("scale_block", _pos_int("scale_block", self.scale_block, none_ok=False))  # no tensor here
         _pos_int("splits", self.splits, none_ok=False)
         _pos_int("split_align", self.split_align, none_ok=False)
         _choice("partial_dtype", self.partial_dtype, tuple(OUT_DTYPES))
@@ -356,6 +357,9 @@ class Schedule:
         if self.restart_every and not self.promote_every:
             raise InputError("restart_every without promote_every or an emulation is not a schedule any model uses")
         kq = form.k * (self.promote_every or 1)
+        if self.promote_every:  # a promotion group is a block of K: checked before K is padded to it
+            check_block(f"a promotion group's K (promote_every {_describe(self.promote_every)} x {form.k})", kq,
+                        _up(k, form.k), "K")
         A, B = _pad(a, _up(M, 64), _up(k, kq)), _pad(b, _up(k, kq), _up(N, 8))
         cc = None if c is None else _pad(np.asarray(c), A.shape[0], B.shape[1])
         if self.promote_every:
@@ -401,7 +405,7 @@ def load_schedule(src) -> Schedule:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:
             raise InputError(f"the schedule is not valid JSON: {str(e)[:80]}") from None
-        return Schedule.from_dict(d)
+        return Schedule.from_dict(check_json_text(d, "the schedule", text=text))
     raise InputError(f"a schedule is a Schedule, a dict, a JSON string or a file path, got {_describe(src)}")
 
 

@@ -24,7 +24,7 @@ from typing import Iterable
 
 from ..errors import FormError, InputError
 from ..limits import LIMITS, check_limit, limit
-from ..validate import excerpt, json_depth
+from ..validate import check_json_text, excerpt, json_depth
 
 Range = tuple[int, int]
 
@@ -315,6 +315,10 @@ def event_from_dict(d, index: int, lineno: int | None = None) -> Event:
     where = f"trace line {lineno}" if lineno is not None else f"event {index}"
     if not isinstance(d, dict):
         raise _bad(where, "each line must be a JSON object with an \"op\" field")
+    try:  # roles, tags, ids, barrier names are printed and written: Unicode text only
+        check_json_text(d, where)
+    except InputError as e:
+        raise TraceError(str(e)) from None
     op = d.get("op")
     if op not in OPS:
         raise _bad(where, f"unknown op {_show(op)}; ops are {', '.join(OPS)}")

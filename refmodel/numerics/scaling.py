@@ -16,7 +16,10 @@ value (448 for e4m3, 57344 for e5m2), ``emax`` its largest exponent (8, 15).
    dims (a ``1xN`` tile); ``"col"``: one per column (an ``Mx1`` tile); ``"RxC"``:
    R x C tiles of the last two dims, every leading (batch) index separately.  When
    R or C does not divide the dimension the ragged last tile is a block of its own,
-   which equals DeepGEMM's zero-padding (padding with zeros changes no amax).
+   which equals DeepGEMM's zero-padding (padding with zeros changes no amax).  R and C
+   are each at most the tensor's extent along their axis or at most 4096 (limit 'block':
+   a standard tile on a smaller tensor is one ragged block); a larger tile is refused.
+   Without a tensor (:func:`describe_recipe`) only the 4096 bound applies.
    Scales have shape ``(*batch, ceil(M/R), ceil(N/C))`` (``"row"``: ``(*batch, M, 1)``,
    ``"col"``: ``(*batch, 1, N)``, so they broadcast against x); ``"tensor"``: shape ().
 
@@ -80,7 +83,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..limits import check_limit, limit
+from ..limits import check_block, check_limit, limit
 from ..validate import _describe, as_array, as_real, check_codes, check_flag, check_real_scalar
 from .formats import FormatSpec, fp8_spec
 from .fp8 import POLICIES, _as_float_array, decode, encode
@@ -117,13 +120,23 @@ class Granularity:
         return f"{self.rows}x{self.cols}" if self.kind == "tile" else self.kind
 
     def tile(self, shape: tuple) -> tuple[int, int]:
-        """Tile size (R, C) over the last two dims of an array of ``shape``; a tile larger than
-        the array is cut to it (one block either way: the same scales, and no padding to 2**31)."""
+        """Tile size (R, C) over the last two dims of an array of ``shape``.
+
+        The rule for a block's size against its tensor (every entry point that meets a tensor
+        -- quantize, dequantize, amax, scale_shape -- goes through here): each tile dimension is
+        at most the tensor's extent along its axis, or at most the limit 'block' (a recipe's
+        standard tile, 128x128 say, on a smaller tensor: one ragged block, cut to the tensor, with
+        DeepGEMM's zero-padding scales and no padding allocated).  A larger tile (10**9 rows on a
+        64-row tensor) is no block of this tensor nor any recipe's tile: one :class:`LimitError`
+        naming the axis, its extent and the limit (:func:`refmodel.limits.check_block`)."""
         m, n = shape[-2], shape[-1]
         if self.kind == "row":
             return 1, max(n, 1)
         if self.kind == "col":
             return max(m, 1), 1
+        nd = len(shape)
+        check_block(f"the rows of tile '{self}'", self.rows, m, f"axis {nd - 2}")
+        check_block(f"the columns of tile '{self}'", self.cols, n, f"axis {nd - 1}")
         return min(self.rows, max(m, 1)), min(self.cols, max(n, 1))
 
 
@@ -470,6 +483,9 @@ def describe_recipe(fmt: str | FormatSpec = "e4m3", granularity: GranularityLike
     """Plain-text formulas of one recipe (the arguments of :func:`quantize`)."""
     spec = fp8_spec(fmt)
     g = parse_granularity(granularity)
+    if g.kind == "tile":  # no tensor at hand: a recipe's tile is a standard block
+        check_block(f"the rows of tile '{g}'", g.rows)
+        check_block(f"the columns of tile '{g}'", g.cols)
     rule = _check_options(scale_format, pow2, margin, amax_floor, quant_op, policy)
     delayed = check_flag("delayed", delayed)
     fmax = f"{spec.max:g}"

@@ -19,7 +19,7 @@ from ..errors import WgrefError, InputError
 from ..dtypes import bits_of, element_dtype
 from ..fileio import load_npz, save_npz
 from ..limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
-from ..validate import check_flag, check_int, check_real_scalar, dumps_strict
+from ..validate import check_flag, check_int, check_json_text, check_real_scalar, dumps_strict
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
 @dataclass
@@ -130,7 +130,7 @@ def parse_json(text: str, where: str) -> Any:
         raise InputError(f"{where} is not strict JSON ({str(e)[:80]})") from None
     if value_depth(v) > MAX_JSON_DEPTH:
         raise InputError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels (limit 'json_depth')")
-    return v
+    return check_json_text(v, where, text=text)
 
 
 @dataclass(frozen=True)
