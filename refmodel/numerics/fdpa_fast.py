@@ -27,7 +27,7 @@ bit-identical.  Why every step is exact:
   by the integer kernel's scalar rule; promotion is the integer kernel's ``promote_one`` (every
   promote op, fma_row_first included).
 
-Loop order: prange over tiles of rows that share one B; for each block of K, every row of
+Loop order: threads over tiles of rows that share one B; for each block of K, every row of
 the tile (the block of B stays in cache), rows four at a time so that each load of B
 serves four rows; the loops over N are branch-free and vectorise (AVX-512 where present).
 """
@@ -43,6 +43,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from .._parallel import parallel_ranges, threads as n_threads
 from .fdpa_special import BIG, _acc_value, _special_bits
 from .promotion import promote_one
 
@@ -455,12 +456,13 @@ def _round_row(d, cprev, acc, emax, F, demin, rnd_m, rz, largest, ovf, elo, ehi)
     return nspec
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def chain_kernel(VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA, CA, SB, CB, rows_per_b,
+@numba.njit(cache=True, nogil=True)
+def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA, CA, SB, CB, rows_per_b,
                  tile_rows, kblk, blk0, nblk, dv, accbuf, scalebuf, elo, ehi, thr8,
                  F, e_zero, acc_e, acc_m, rnd_m, rz, sat, nan_bits, stage_nblk, scale_rows,
                  scale_cols, op, accf):
-    """Arguments as :func:`refmodel.numerics.accumulate._chain_kernel`, plus: VA (R, K, 1)
+    """Tiles ``t_lo .. t_hi`` (of ``ntiles``; :func:`refmodel._parallel.parallel_ranges` runs the ranges
+    on several threads).  Arguments as :func:`refmodel.numerics.accumulate._chain_kernel`, plus: VA (R, K, 1)
     and VB (NB, K, N) the operands' exact values (float32 or float64, one dtype); EA8 /
     EB8 their exponents in int8 when ``thr8`` > -128 (see :func:`exp8_threshold`), else
     EA / EB (int16) are used; ``tile_rows`` rows per parallel tile; dv (R, N): each
@@ -477,8 +479,7 @@ def chain_kernel(VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA, CA, SB, CB
     thr = np.int32(thr8) if narrow else np.int32(-BIG + 255)
     ez = np.int32(e_zero)
     tiles_per_b = (rows_per_b + tile_rows - 1) // tile_rows
-    ntiles = (R // rows_per_b) * tiles_per_b
-    for t in numba.prange(ntiles):
+    for t in range(t_lo, t_hi):
         nb = t // tiles_per_b
         r0 = nb * rows_per_b + (t % tiles_per_b) * tile_rows
         r1 = min(r0 + tile_rows, (nb + 1) * rows_per_b)
@@ -559,7 +560,7 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
     sum_bits = p.F + 2 + int(np.ceil(np.log2(kblk + 1)))  # kblk terms < 2**(F+2), C's < 2**(F+1)
     adt = np.dtype(np.float32 if vdt == np.float32 and sum_bits <= 24 else np.float64)
     elo, ehi = (-126, 127) if vdt == np.float32 else (-1022, 1023)
-    threads = numba.get_num_threads()
+    threads = n_threads()
     tiles_per_b = min(rows_per_b, max(1, -(-4 * threads // NB)))  # >= 4 tiles a thread
     tile_rows = -(-rows_per_b // tiles_per_b)
     tiles_per_b = -(-rows_per_b // tile_rows)
@@ -575,12 +576,8 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
     ubits = np.dtype(np.uint32 if spec.bits == 32 else np.uint16)
     with np.errstate(invalid="ignore"):  # a signalling NaN C: its D is redone by the NaN rule
         dv = np.ascontiguousarray(cbits.astype(ubits).view(acc_dt), dtype=adt)
-    chunk = numba.set_parallel_chunksize(1)  # tiles go to whichever thread is free (busy machines)
-    try:
-        _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
-             elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf)
-    finally:
-        numba.set_parallel_chunksize(chunk)
+    _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
+         elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf)
     with np.errstate(invalid="ignore"):
         d = dv.astype(acc_dt)  # exact: D's values are the accumulator's
     bits = d.view(ubits).copy()
@@ -591,13 +588,13 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
 def _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
          elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf):
     """:func:`chain_kernel` with its scratch buffers and the binding's numbers."""
-    chain_kernel(VA, A.exp, EA8, A.any_zero, A.any_special, VB, B.exp, EB8, B.any_zero, B.any_special,
-                 np.ascontiguousarray(B.any_special.any(axis=2)), A.sig, A.cls, B.sig, B.cls,
-                 rows_per_b, tile_rows, kblk, blk0, nblk, dv,
-                 np.empty((ntiles, 4, N), adt), np.empty((ntiles, 4, N), vdt), elo, ehi,
-                 -128 if thr8 is None else thr8, p.F, p.e_zero, spec.ebits, spec.mbits,
-                 p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
-                 stage_nblk, scale_rows, scale_cols, op, accf)
+    parallel_ranges(chain_kernel, ntiles, VA, A.exp, EA8, A.any_zero, A.any_special, VB, B.exp, EB8,
+                    B.any_zero, B.any_special, np.ascontiguousarray(B.any_special.any(axis=2)), A.sig, A.cls,
+                    B.sig, B.cls, rows_per_b, tile_rows, kblk, blk0, nblk, dv,
+                    np.empty((ntiles, 4, N), adt), np.empty((ntiles, 4, N), vdt), elo, ehi,
+                    -128 if thr8 is None else thr8, p.F, p.e_zero, spec.ebits, spec.mbits,
+                    p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
+                    stage_nblk, scale_rows, scale_cols, op, accf)
 
 
 def _register() -> None:

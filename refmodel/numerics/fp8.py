@@ -45,7 +45,7 @@ _SOURCE_SPECS = {
 }
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _bitlen(v):
     n = 0
     while v:

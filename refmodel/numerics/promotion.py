@@ -24,7 +24,7 @@ from ..validate import _describe
 PROMOTE_OPS = ("fma", "mul_add", "fma_exact", "fma_row_first")
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _two_sum(a, b):
     """s + e == a + b exactly (Knuth), s = RN64(a + b)."""
     s = a + b
@@ -33,7 +33,7 @@ def _two_sum(a, b):
     return s, e
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _split(a):
     """Veltkamp split: a == hi + lo, each with at most 26 significant bits."""
     t = 134217729.0 * a  # 2**27 + 1
@@ -41,7 +41,7 @@ def _split(a):
     return hi, a - hi
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _two_prod(a, b):
     """p + e == a * b exactly (Dekker), p = RN64(a * b); no overflow / underflow here."""
     p = a * b
@@ -51,7 +51,7 @@ def _two_prod(a, b):
     return p, e
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _add_round_odd(a, b):
     """a + b rounded to odd in float64: RN64, and if inexact and even, the odd neighbour."""
     s, e = _two_sum(a, b)

@@ -40,7 +40,7 @@ def sweep_instr(fmt: str, relu: bool) -> str:
     return f"cvt.rn.satfinite{'.relu' if relu else ''}.{fmt}x2.f32"
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _f32_rne(u, shift, bias_adj, min_normal_bits, qe, max_code, nan_code, overflow_code,
              relu, sign_shift):
     """Branch-free RNE of one float32 bit pattern (int64) to a narrower binary format.

@@ -29,7 +29,7 @@ __device__ __forceinline__ u64 wgref_mix64(u64 z) {
 """
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def mix64(z):
     z = np.uint64(z)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -37,7 +37,7 @@ def mix64(z):
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def key(i, o):
     return mix64(np.uint64(o) + mix64(np.uint64(i)))
 

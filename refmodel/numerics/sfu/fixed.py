@@ -23,7 +23,7 @@ def square17(x: np.ndarray) -> np.ndarray:
     return res >> 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def square17_scalar(x):
     """:func:`square17` of one integer (branch-free: each partial product masked by its bit)."""
     res = 0

@@ -37,7 +37,7 @@ INF = 0x7F800000
 ONE_OVER_TAU = 0x3E22F983  # float32 1/(2 pi), the FMUL.RZ operand in front of MUFU.SIN/COS
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def mkfin(s, e, f, rz):
     """Assemble sign ``s``, biased exponent ``e`` and 24-bit significand ``f`` (2**24 carries into the
     exponent); subnormal results are flushed to a signed zero, overflow gives Inf (RZ: the largest float)."""
@@ -53,7 +53,7 @@ def mkfin(s, e, f, rz):
     return (s << 31) | (e << 23) | (f - (1 << 23))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def rcp_poly(fx):
     """RCP's polynomial: the 24-bit significand of 1/x for x's significand fx (1.23 fixed point)."""
     i = (fx >> 16) & 0x7F
@@ -72,7 +72,7 @@ def mufu_rcp(x):
     return mkfin(s, 253 - e, rcp_poly(f | 0x800000), False)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def rsq_poly(fp):
     """RSQ's polynomial for fp = exponent parity << 23 | fraction (fp != 0): 1/sqrt in [0.5, 1)."""
     i = fp >> 17
@@ -100,7 +100,7 @@ def mufu_rsq(x):
     return mkfin(0, ex, rsq_poly(fp), False)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def sqrt_poly(fp):
     """SQRT's polynomial for fp = exponent parity << 23 | fraction: sqrt in [1, 2)."""
     i = fp >> 17

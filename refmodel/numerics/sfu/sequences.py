@@ -185,7 +185,7 @@ def rsqrt_f64(x):
 
 
 # ----------------------------------------------------------------------------------- 16-bit
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def f16_to_f32(h):
     """Exact float16 -> float32 bit pattern (subnormals normalised)."""
     s, e, m = (h >> 15) & 1, (h >> 10) & 0x1F, h & 0x3FF
@@ -202,7 +202,7 @@ def f16_to_f32(h):
     return (s << 31) | ((e + 112) << 23) | (m << 13)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def f32_to_f16_trunc(y):
     """float32 -> float16 with the significand truncated (toward zero), subnormal results kept,
     exponent overflow -> Inf; NaN -> 0x7fff (MUFU.EX2.F16's conversion)."""

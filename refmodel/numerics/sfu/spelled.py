@@ -28,7 +28,7 @@ def _b(v) -> int:
     return int(np.array(v, dtype=np.float32).view(np.uint32))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _fb(v):
     """_b inside compiled code (the same RN conversion)."""
     return bits32(np.float32(v))
@@ -52,20 +52,20 @@ MIN_NORMAL = 1.175494350822287508e-38
 M23 = _b(-23.0)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def neg(x):
     """The SASS ``-R`` operand modifier: flip the sign bit."""
     return x ^ SIGN
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def fadd_ftz(a, b):
     """FADD.FTZ: operands and result flushed (an exact sum below 2**-126 is a subnormal, so no rounding)."""
     r = bits32(f32(ftz_in(a)) + f32(ftz_in(b)))
     return ftz_in(r)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _fma_err(a, b, c):
     """(s, t): float64 s = RN(a*b + c) and the sign of the exact remainder (a*b + c) - s."""
     p = np.float64(f32(a)) * np.float64(f32(b))          # exact
@@ -89,7 +89,7 @@ def ffma_rm(a, b, c):
     return r
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def ffma_sat(a, b, c):
     """FFMA.SAT: RN(a*b + c) clamped to [0, 1]; NaN -> +0."""
     v = _fma_f32(f32(a), f32(b), f32(c))
@@ -100,7 +100,7 @@ def ffma_sat(a, b, c):
     return bits32(v)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def f2i_ntz(x):
     """F2I.NTZ (s32): round to nearest even (the default F2I rounding; .TRUNC would truncate), saturate,
     NaN -> 0."""
@@ -114,13 +114,13 @@ def f2i_ntz(x):
     return np.int64(np.rint(v))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def i2f(i):
     """I2FP.F32.S32: RN conversion of a signed 32-bit integer."""
     return bits32(np.float32(np.int64(i)))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def s32(v):
     """Two's-complement reading of a 32-bit word."""
     v &= 0xFFFFFFFF
@@ -235,7 +235,7 @@ def sqrt_rn_ftz(x):
     return ffma(ffma(neg(s), s, x), h, s)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _rcp_newton(x):
     """MUFU.RCP r; FFMA e = x*r - 1; FADD.FTZ -e; FFMA r*(-e) + r."""
     r = mufu_rcp(x)
@@ -273,7 +273,7 @@ def rcp_rn_ftz(x):
     return x & SIGN
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _fchk_fast(a, b):
     """FCHK P0, a, b, modelled conservatively: the fast path when both operands lie in
     [2^-100, 2^101) in magnitude and their exponents differ by at most 100 (the real FCHK also takes
@@ -282,7 +282,7 @@ def _fchk_fast(a, b):
     return 27 <= ea <= 227 and 27 <= eb <= 227 and -100 <= ea - eb <= 100
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _div_fast(a, b):
     """MUFU.RCP r; FFMA t = -b*r + 1; FFMA r' = r*t + r; FFMA q = a*r' + 0; FFMA e = -b*q + a; FFMA r'*e + q."""
     r = mufu_rcp(b)
@@ -343,7 +343,7 @@ LOG2F_C = np.array([_b(v) for v in (-0.16845393180847167969, 0.17168870568275451
                                     -0.72134751081466674805)], dtype=np.int64)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _fma_mode(a, b, c, ftz):
     return ffma_ftz(a, b, c) if ftz else ffma(a, b, c)
 

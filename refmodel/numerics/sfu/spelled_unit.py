@@ -10,6 +10,7 @@ import numba
 import numpy as np
 from numba import literal_unroll
 
+from ..._parallel import parallel_ranges
 from .digest import key
 from .spelled import SPELLED
 
@@ -21,63 +22,74 @@ BI_NAMES = tuple(n for n, (_, k) in SPELLED.items() if k == 2)
 BI_FNS = tuple(f for f, k in SPELLED.values() if k == 2)
 
 
-@numba.njit(cache=True)
-def eval_unary(code, x):
-    r = np.int64(0)
+# As in :mod:`.unit`: the spelling is picked once, outside the loops, and the kernels take a range
+# lo .. hi of their work for refmodel._parallel.parallel_ranges.
+
+@numba.njit(cache=True, nogil=True)
+def _map_unary(lo, hi, code, xs, out):
     k = 0
     for f in literal_unroll(UN_FNS):
         if k == code:
-            r = f(x)
+            for i in range(lo, hi):
+                out[i] = f(np.int64(xs[i]))
         k += 1
-    return r
 
 
-@numba.njit(cache=True)
-def eval_binary(code, a, b):
-    r = np.int64(0)
+@numba.njit(cache=True, nogil=True)
+def _map_binary(lo, hi, code, a, b, out):
     k = 0
     for f in literal_unroll(BI_FNS):
         if k == code:
-            r = f(a, b)
+            for i in range(lo, hi):
+                out[i] = f(np.int64(a[i]), np.int64(b[i]))
         k += 1
-    return r
 
 
-@numba.njit(cache=True, parallel=True)
-def map_unary(code, xs, out):
-    for i in numba.prange(xs.size):
-        out[i] = eval_unary(code, np.int64(xs[i]))
+@numba.njit(cache=True, nogil=True)
+def _sweep_pieces(lo, hi, code, chunks, parts):
+    k = 0
+    for f in literal_unroll(UN_FNS):
+        if k == code:
+            for p in range(lo, hi):
+                s = np.uint64(0)
+                base = (np.int64(chunks[p >> 8]) << 24) + np.int64(p & 255) * (1 << 16)
+                for i in range(base, base + (1 << 16)):
+                    s += key(i, np.uint64(f(i) & 0xFFFFFFFF))
+                parts[p] = s
+        k += 1
 
 
-@numba.njit(cache=True, parallel=True)
-def map_binary(code, a, b, out):
-    for i in numba.prange(a.size):
-        out[i] = eval_binary(code, np.int64(a[i]), np.int64(b[i]))
-
-
-@numba.njit(cache=True, parallel=True)
-def sweep_sums(code, chunks):
-    out = np.zeros(chunks.size, np.uint64)
-    for j in range(chunks.size):
-        parts = np.zeros(256, np.uint64)
-        for t in numba.prange(256):
-            s = np.uint64(0)
-            base = (np.int64(chunks[j]) << 24) + t * (1 << 16)
-            for i in range(base, base + (1 << 16)):
-                s += key(i, np.uint64(eval_unary(code, i) & 0xFFFFFFFF))
-            parts[t] = s
-        out[j] = parts.sum()
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def pair_sum(code, a, b, start):
-    parts = np.zeros(256, np.uint64)
+@numba.njit(cache=True, nogil=True)
+def _pair_pieces(lo, hi, code, a, b, start, step, parts):
     n = a.size
-    step = (n + 255) // 256
-    for t in numba.prange(256):
-        s = np.uint64(0)
-        for j in range(t * step, min(n, (t + 1) * step)):
-            s += key(start + j, np.uint64(eval_binary(code, np.int64(a[j]), np.int64(b[j])) & 0xFFFFFFFF))
-        parts[t] = s
-    return parts.sum()
+    k = 0
+    for f in literal_unroll(BI_FNS):
+        if k == code:
+            for p in range(lo, hi):
+                s = np.uint64(0)
+                for j in range(p * step, min(n, (p + 1) * step)):
+                    s += key(start + j, np.uint64(f(np.int64(a[j]), np.int64(b[j])) & 0xFFFFFFFF))
+                parts[p] = s
+        k += 1
+
+
+def map_unary(code: int, xs: np.ndarray, out: np.ndarray) -> None:
+    parallel_ranges(_map_unary, xs.size, code, xs, out, min_piece=4096)
+
+
+def map_binary(code: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    parallel_ranges(_map_binary, a.size, code, a, b, out, min_piece=4096)
+
+
+def sweep_sums(code: int, chunks) -> np.ndarray:
+    chunks = np.ascontiguousarray(chunks, dtype=np.int64)
+    parts = np.zeros(chunks.size * 256, np.uint64)
+    parallel_ranges(_sweep_pieces, parts.size, code, chunks, parts)
+    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
+
+
+def pair_sum(code: int, a: np.ndarray, b: np.ndarray, start: int) -> int:
+    parts = np.zeros(256, np.uint64)
+    step = (a.size + 255) // 256
+    parallel_ranges(_pair_pieces, 256, code, a, b, start, step, parts)
+    return np.uint64(parts.sum(dtype=np.uint64))

@@ -1,9 +1,9 @@
 """``sfu(op, x, y=None)``: every modelled sm_90a SFU form on numpy arrays, and the kernels that
 recompute the recorded digests (all 2**32 inputs of a unary form, the div pair sets).
 
-One compiled dispatcher per arity (:func:`eval_unary`, :func:`eval_binary`) picks the form's model
-by its code, its index in :data:`.sequences.UNARY` / :data:`.sequences.BINARY`, so every form shares
-one cached machine-code kernel.
+One compiled dispatcher per arity and task (the sweep and map kernels) picks the
+form's model by its code, its index in :data:`.sequences.UNARY` / :data:`.sequences.BINARY`, once,
+outside the loop: every form has its own optimised loop inside one cached machine-code kernel.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numba
 import numpy as np
 from numba import literal_unroll
 
+from ..._parallel import parallel_ranges
 from ...errors import DTypeError, InputError, UnmodelledError
 from .digest import key
 from .forms import SfuForm, parse_sfu
@@ -28,75 +29,85 @@ BINARY_CODE = {name: i for i, (name, _) in enumerate(BINARY)}
 MODELLED = frozenset(UNARY_CODE) | frozenset(BINARY_CODE)
 
 
-@numba.njit(cache=True)
-def eval_unary(code, x):
-    r = np.int64(0)
+# The kernels below pick the form once, outside their loops (each form gets a loop of its own,
+# which LLVM optimises for that form), and take a range lo .. hi of their work so that
+# refmodel._parallel.parallel_ranges runs them on several threads.
+
+@numba.njit(cache=True, nogil=True)
+def _map_unary(lo, hi, code, xs, out):
     k = 0
     for f in literal_unroll(_UNARY_FNS):
         if k == code:
-            r = f(x)
+            for i in range(lo, hi):
+                out[i] = f(np.int64(xs[i]))
         k += 1
-    return r
 
 
-@numba.njit(cache=True)
-def eval_binary(code, a, b):
-    r = np.int64(0)
+@numba.njit(cache=True, nogil=True)
+def _map_binary(lo, hi, code, a, b, out):
     k = 0
     for f in literal_unroll(_BINARY_FNS):
         if k == code:
-            r = f(a, b)
+            for i in range(lo, hi):
+                out[i] = f(np.int64(a[i]), np.int64(b[i]))
         k += 1
-    return r
 
 
-@numba.njit(cache=True, parallel=True)
-def _map_unary(code, xs, out):
-    for i in numba.prange(xs.size):
-        out[i] = eval_unary(code, np.int64(xs[i]))
+@numba.njit(cache=True, nogil=True)
+def _sweep_pieces(lo, hi, code, chunks, word_bits, lo_word, parts):
+    """parts[p] for pieces p = lo .. hi of 2**16 inputs each, 256 pieces a chunk (:func:`sweep_sums`)."""
+    k = 0
+    for f in literal_unroll(_UNARY_FNS):
+        if k == code:
+            for p in range(lo, hi):
+                s = np.uint64(0)
+                base = (np.int64(chunks[p >> 8]) << 24) + np.int64(p & 255) * (1 << 16)
+                for i in range(base, base + (1 << 16)):
+                    if word_bits == 64:
+                        w = (i << 32) | lo_word
+                    elif word_bits == 16:
+                        w = i & 0xFFFF
+                    else:
+                        w = i
+                    s += key(i, np.uint64(f(w)) & np.uint64(0xFFFFFFFFFFFFFFFF))
+                parts[p] = s
+        k += 1
 
 
-@numba.njit(cache=True, parallel=True)
-def _map_binary(code, a, b, out):
-    for i in numba.prange(a.size):
-        out[i] = eval_binary(code, np.int64(a[i]), np.int64(b[i]))
+@numba.njit(cache=True, nogil=True)
+def _pair_pieces(lo, hi, code, a, b, start, step, parts):
+    """parts[p] for pieces p = lo .. hi of ``step`` pairs each (:func:`pair_sum`)."""
+    n = a.size
+    k = 0
+    for f in literal_unroll(_BINARY_FNS):
+        if k == code:
+            for p in range(lo, hi):
+                s = np.uint64(0)
+                for j in range(p * step, min(n, (p + 1) * step)):
+                    s += key(start + j, np.uint64(f(np.int64(a[j]), np.int64(b[j]))))
+                parts[p] = s
+        k += 1
 
 
-@numba.njit(cache=True, parallel=True)
-def sweep_sums(code, chunks, word_bits, lo):
+def _map(kernel, n, *args) -> None:
+    parallel_ranges(kernel, n, *args, min_piece=4096)
+
+
+def sweep_sums(code: int, chunks, word_bits: int, lo: int) -> np.ndarray:
     """Chunk sums (:mod:`.digest`) of a unary form over inputs i = c << 24 .. for each chunk c;
     the operand word is i (32-bit forms), i & 0xffff (16-bit forms) or (i << 32) | lo (f64)."""
-    out = np.zeros(chunks.size, np.uint64)
-    for j in range(chunks.size):
-        parts = np.zeros(256, np.uint64)
-        for t in numba.prange(256):
-            s = np.uint64(0)
-            base = (np.int64(chunks[j]) << 24) + t * (1 << 16)
-            for i in range(base, base + (1 << 16)):
-                if word_bits == 64:
-                    w = (i << 32) | lo
-                elif word_bits == 16:
-                    w = i & 0xFFFF
-                else:
-                    w = i
-                s += key(i, np.uint64(eval_unary(code, w)) & np.uint64(0xFFFFFFFFFFFFFFFF))
-            parts[t] = s
-        out[j] = parts.sum()
-    return out
+    chunks = np.ascontiguousarray(chunks, dtype=np.int64)
+    parts = np.zeros(chunks.size * 256, np.uint64)
+    parallel_ranges(_sweep_pieces, parts.size, code, chunks, word_bits, lo, parts)
+    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
 
 
-@numba.njit(cache=True, parallel=True)
-def pair_sum(code, a, b, start):
+def pair_sum(code: int, a: np.ndarray, b: np.ndarray, start: int) -> int:
     """Digest of a binary form over pairs (a[j], b[j]) with pair index start + j."""
     parts = np.zeros(256, np.uint64)
-    n = a.size
-    step = (n + 255) // 256
-    for t in numba.prange(256):
-        s = np.uint64(0)
-        for j in range(t * step, min(n, (t + 1) * step)):
-            s += key(start + j, np.uint64(eval_binary(code, np.int64(a[j]), np.int64(b[j]))))
-        parts[t] = s
-    return parts.sum()
+    step = (a.size + 255) // 256
+    parallel_ranges(_pair_pieces, 256, code, a, b, start, step, parts)
+    return np.uint64(parts.sum(dtype=np.uint64))
 
 
 # ------------------------------------------------------------------------------------ the API
@@ -140,7 +151,7 @@ def sfu(op: str, x, y=None):
     if y is None:
         xs = np.ascontiguousarray(xw).reshape(-1)
         out = np.empty(xs.size, np.int64)
-        _map_unary(UNARY_CODE[form.instr], xs.astype(np.int64) if word == np.uint64 else xs, out)
+        _map(_map_unary, xs.size, UNARY_CODE[form.instr], xs.astype(np.int64) if word == np.uint64 else xs, out)
         res = out.astype(word).reshape(np.shape(xw)) if word != np.uint64 else out.view(np.uint64).reshape(np.shape(xw))
     else:
         yw, _ = _operand("y", y, form)
@@ -149,7 +160,8 @@ def sfu(op: str, x, y=None):
         except ValueError:
             raise InputError(f"x of shape {np.shape(xw)} and y of shape {np.shape(yw)} do not broadcast") from None
         out = np.empty(a.size, np.int64)
-        _map_binary(BINARY_CODE[form.instr], np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), out)
+        _map(_map_binary, a.size, BINARY_CODE[form.instr], np.ascontiguousarray(a).reshape(-1),
+             np.ascontiguousarray(b).reshape(-1), out)
         res = out.astype(word).reshape(a.shape)
     if as_float:
         import ml_dtypes
