@@ -37,6 +37,7 @@ import ml_dtypes
 import numba
 import numpy as np
 
+from .._parallel import parallel_ranges
 from ..errors import InputError
 from ..limits import check_block
 from ..numerics.accumulate import add_f32, canonical_nan_f32, fma_f32, params_for, with_params
@@ -539,11 +540,11 @@ def _tf32x3(a, b, instr: str, slice_k: int) -> np.ndarray:
     return acc
 
 
-@numba.njit(parallel=True, cache=True)
-def _fma_kernel(a, b, out):
-    M, K = a.shape
+@numba.njit(cache=True, nogil=True)
+def _fma_kernel(lo, hi, a, b, out):
+    K = a.shape[1]
     N = b.shape[1]
-    for i in numba.prange(M):
+    for i in range(lo, hi):
         for j in range(N):
             acc = np.float32(0.0)
             for k in range(K):
@@ -554,7 +555,7 @@ def _fma_kernel(a, b, out):
 def _fma_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One fma.rn.f32 per K element, in K order (Triton's ``input_precision="ieee"`` dot)."""
     out = np.empty((a.shape[0], b.shape[1]), np.float32)
-    _fma_kernel(a, b, out)
+    parallel_ranges(_fma_kernel, a.shape[0], a, b, out)
     return canonical_nan_f32(out)   # fma.rn.f32 writes the canonical NaN
 
 

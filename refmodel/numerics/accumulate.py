@@ -38,6 +38,7 @@ from typing import Optional, Union
 import numba
 import numpy as np
 
+from .._parallel import parallel_ranges
 from ..errors import InputError
 from ..validate import _describe, check_instr
 from .formats import TF32, FormatSpec, format_spec
@@ -303,8 +304,8 @@ def decode_table(spec: FormatSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TABLES: dict = {}
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
+@numba.njit(cache=True, nogil=True)
+def _decode_kernel(lo_pb, hi_pb, codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
     P, K, Q = codes.shape
     nblk = K // kblk
     c2 = codes.reshape(P, K * Q)  # a block of one row of P is contiguous: kblk * Q elements
@@ -312,7 +313,7 @@ def _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
     e2 = exp.reshape(P, K * Q)
     k2 = cls.reshape(P, K * Q)
     n = kblk * Q
-    for pb in numba.prange(P * nblk):
+    for pb in range(lo_pb, hi_pb):
         pi = pb // nblk
         blk = pb % nblk
         lo = blk * n
@@ -361,7 +362,8 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     cls = np.empty(codes.shape, np.int8)
     anyz = np.empty((P, K // kblk, Q), np.bool_)
     anys = np.empty((P, K // kblk, Q), np.bool_)
-    _decode_kernel(codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys)
+    parallel_ranges(_decode_kernel, P * (K // kblk), codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys,
+                    min_piece=max(1, 32768 // max(1, kblk * Q)))
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 
@@ -374,8 +376,8 @@ from .promotion import (PROMOTE_OPS, _add_round_odd, _split, _two_prod, _two_sum
 # ----------------------------------------------------------------------------- numba kernel
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kblk, blk0, nblk,
+@numba.njit(cache=True, nogil=True)
+def _chain_kernel(r_lo, r_hi, SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kblk, blk0, nblk,
                   cbits, out, scratch, F, Lp, Ln, e_zero, acc_e, acc_m, rnd_m, rz, sat,
                   nan_bits, stage_nblk, scale_rows, scale_cols, op, accf):
     """``nblk`` chained fused dot products of ``kblk`` terms, blocks blk0.. of K.
@@ -390,7 +392,8 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
     Promotion (``stage_nblk`` > 0): every ``stage_nblk`` blocks form a stage started with
     C = +0; at its end D is added into the float32 accumulator ``accf`` (R, N) with
     scale_rows[stage, r] * scale_cols[stage, j] under promote op ``op`` (see
-    :func:`promote_one`).  One parallel region for the whole GEMM.
+    :func:`promote_one`).  Rows ``r_lo .. r_hi``: :func:`refmodel._parallel.parallel_ranges` runs
+    ranges of rows on several threads.
 
     The loops over N are branch-free so that LLVM vectorises them; NaN/Inf blocks are
     redone by a scalar fix-up.
@@ -410,7 +413,7 @@ def _chain_kernel(SA, EA, CA, AZ, AS, SB, EB, CB, BZ, BS, BSany, rows_per_b, kbl
     Lp32 = np.int32(Lp)
     Ln32 = np.int32(Ln)
     ez32 = np.int32(e_zero)
-    for r in numba.prange(R):
+    for r in range(r_lo, r_hi):
         nb = r // rows_per_b
         acc = scratch[r]
         cur = out[r]
@@ -580,24 +583,24 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
         return out
     wide = p.F + 2 + int(np.ceil(np.log2(kblk + 1))) > 30
     scratch = np.empty((R, N), dtype=np.int64 if wide else np.int32)
-    _chain_kernel(A.sig, A.exp, A.cls, A.any_zero, A.any_special,
-                  B.sig, B.exp, B.cls, B.any_zero, B.any_special,
-                  np.ascontiguousarray(B.any_special.any(axis=2)),
-                  rows_per_b, kblk, blk0, nblk, cb, out, scratch,
-                  p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
-                  p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
-                  stage_nblk, scale_rows, scale_cols, op, accf)
+    parallel_ranges(_chain_kernel, R, A.sig, A.exp, A.cls, A.any_zero, A.any_special,
+                    B.sig, B.exp, B.cls, B.any_zero, B.any_special,
+                    np.ascontiguousarray(B.any_special.any(axis=2)),
+                    rows_per_b, kblk, blk0, nblk, cb, out, scratch,
+                    p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
+                    p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
+                    stage_nblk, scale_rows, scale_cols, op, accf)
     return out
 
 
 # ----------------------------------------------------------------------------- integer
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _int_chain_kernel(A, B, rows_per_b, kblk, nblk, c, clamp, out):
+@numba.njit(cache=True, nogil=True)
+def _int_chain_kernel(r_lo, r_hi, A, B, rows_per_b, kblk, nblk, c, clamp, out):
     R, K = A.shape
     N = B.shape[2]
-    for r in numba.prange(R):
+    for r in range(r_lo, r_hi):
         nb = r // rows_per_b
         acc = np.empty(N, np.int64)
         for j in range(N):
@@ -626,9 +629,9 @@ def int_dot_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, clamp: bool, *, k
     clamps to int32.  Returns int32 (R, N)."""
     R, K = a.shape
     out = np.empty((R, b.shape[2]), dtype=np.int32)
-    _int_chain_kernel(np.ascontiguousarray(a, dtype=np.int32),
-                      np.ascontiguousarray(b, dtype=np.int32), rows_per_b, kblk,
-                      K // kblk, np.ascontiguousarray(c, dtype=np.int64), bool(clamp), out)
+    parallel_ranges(_int_chain_kernel, R, np.ascontiguousarray(a, dtype=np.int32),
+                    np.ascontiguousarray(b, dtype=np.int32), rows_per_b, kblk,
+                    K // kblk, np.ascontiguousarray(c, dtype=np.int64), bool(clamp), out)
     return out
 
 

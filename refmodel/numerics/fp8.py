@@ -30,6 +30,7 @@ import ml_dtypes
 import numba
 import numpy as np
 
+from .._parallel import parallel_ranges
 from ..errors import DTypeError, InputError
 from ..validate import _describe, as_array, broadcast, check_codes, check_flag
 from .formats import FormatSpec, F16, BF16, F32, F64, format_spec, fp8_spec
@@ -107,10 +108,10 @@ def _encode_one(bits, se, sm, src_ieee, de, dm, max_code, nan_code, inf_code,
     return code | dsign
 
 
-@numba.njit(cache=True, parallel=True)
-def _encode_array(bits, out, se, sm, src_ieee, de, dm, max_code, nan_code, inf_code,
+@numba.njit(cache=True, nogil=True)
+def _encode_array(lo, hi, bits, out, se, sm, src_ieee, de, dm, max_code, nan_code, inf_code,
                   overflow_code, relu, rz):
-    for i in numba.prange(bits.size):
+    for i in range(lo, hi):
         out[i] = _encode_one(np.int64(bits[i]), se, sm, src_ieee, de, dm, max_code,
                              nan_code, inf_code, overflow_code, relu, rz)
 
@@ -155,8 +156,8 @@ def convert_codes(codes, src: str | FormatSpec, dst: str | FormatSpec, *,
     saturate, relu, rz = (check_flag("saturate", saturate), check_flag("relu", relu), check_flag("rz", rz))
     c = np.ascontiguousarray(np.asarray(codes).astype(np.uint64)).reshape(-1)
     out = np.empty(c.size, dtype=_out_dtype(d))
-    _encode_array(c, out, s.ebits, s.mbits, s.ieee_specials,
-                  *encoder_params(d, saturate, relu, rz))
+    parallel_ranges(_encode_array, c.size, c, out, s.ebits, s.mbits, s.ieee_specials,
+                    *encoder_params(d, saturate, relu, rz), min_piece=1 << 14)
     return out.reshape(np.shape(codes))
 
 
@@ -176,8 +177,8 @@ def round_to_format(x, fmt: str | FormatSpec, *, saturate: bool = True,
     src, utype = _SOURCE_SPECS[arr.dtype]
     bits = np.ascontiguousarray(arr).view(utype).reshape(-1)
     out = np.empty(bits.size, dtype=out_dtype)
-    _encode_array(bits, out, src.ebits, src.mbits, True,
-                  *encoder_params(dst, saturate, relu, rz))
+    parallel_ranges(_encode_array, bits.size, bits, out, src.ebits, src.mbits, True,
+                    *encoder_params(dst, saturate, relu, rz), min_piece=1 << 14)
     return out.reshape(arr.shape)
 
 

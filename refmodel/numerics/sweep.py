@@ -23,6 +23,7 @@ from typing import Iterable
 import numba
 import numpy as np
 
+from .._parallel import parallel_ranges
 from ..errors import InputError
 from ..validate import check_flag, check_int
 from .formats import FormatSpec, format_spec
@@ -64,18 +65,18 @@ def _f32_rne(u, shift, bias_adj, min_normal_bits, qe, max_code, nan_code, overfl
     return nan_code if a > 0x7F800000 else c
 
 
-@numba.njit(cache=True, parallel=True)
-def _fast_kernel(bits, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
+@numba.njit(cache=True, nogil=True)
+def _fast_kernel(lo, hi, bits, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
                  overflow_code, relu, sign_shift):
-    for i in numba.prange(bits.size):
+    for i in range(lo, hi):
         out[i] = _f32_rne(np.int64(bits[i]), shift, bias_adj, min_normal_bits, qe, max_code,
                           nan_code, overflow_code, relu, sign_shift)
 
 
-@numba.njit(cache=True, parallel=True)
-def _fast_range_kernel(base, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
+@numba.njit(cache=True, nogil=True)
+def _fast_range_kernel(lo, hi, base, out, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
                        overflow_code, relu, sign_shift):
-    for i in numba.prange(out.size):
+    for i in range(lo, hi):
         out[i] = _f32_rne(base + i, shift, bias_adj, min_normal_bits, qe, max_code, nan_code,
                           overflow_code, relu, sign_shift)
 
@@ -100,7 +101,7 @@ def encode_f32_fast(bits: np.ndarray, fmt: str | FormatSpec, *, saturate: bool =
     dst = format_spec(fmt)
     b = np.ascontiguousarray(bits, dtype=np.uint32).reshape(-1)
     out = np.empty(b.size, dtype=np.uint8 if dst.bits == 8 else np.uint16)
-    _fast_kernel(b, out, *_fast_params(dst, saturate, relu))
+    parallel_ranges(_fast_kernel, b.size, b, out, *_fast_params(dst, saturate, relu), min_piece=1 << 14)
     return out.reshape(np.shape(bits))
 
 
@@ -111,7 +112,8 @@ def sweep_chunk(fmt: str, relu: bool, chunk: int, out: np.ndarray | None = None,
     chunk = check_int("chunk", chunk, 0, N_CHUNKS - 1)
     if out is None:
         out = np.empty(CHUNK, dtype=np.uint8)
-    _fast_range_kernel(np.int64(chunk) << CHUNK_BITS, out, *_fast_params(dst, saturate, relu))
+    parallel_ranges(_fast_range_kernel, out.size, np.int64(chunk) << CHUNK_BITS, out,
+                    *_fast_params(dst, saturate, relu), min_piece=1 << 14)
     return out
 
 
