@@ -643,3 +643,61 @@ def test_gemm_sp_is_a_chain_of_wgmma_sp_and_promotes():
         assert np.array_equal(p[r0:r0 + 64, n0:n0 + 16], np.sum(parts, axis=0, dtype=np.float32))
     with pytest.raises(InputError, match="positive divisor"):
         gemm_sp(instr, ac, meta, b, promote_every=2)
+
+
+@pytest.mark.parametrize("dtype", sorted(A_TYPES))
+def test_gemm_sp_one_pass_equals_the_instruction_loop(dtype):
+    """gemm_sp runs the whole chain in one pass of the chain kernel (B gathered along all of K);
+    it equals the loop of one wgmma_sp per instruction, bit for bit, on adversarial values (NaN,
+    Inf, subnormals, max, cancellation), every nibble, with C, with promotion and with negated
+    operands, and across the column blocks the one-pass gather splits N into."""
+    from refmodel.numerics import sparse
+
+    base = A_TYPES[dtype]
+    f0 = parse_wgmma_sp(base)
+    instr = base.replace(f"m64n{f0.n}k", "m64n16k", 1)
+    f = parse_wgmma_sp(instr)
+    rng = np.random.default_rng(7 + len(dtype))
+    steps = 4
+    M, K, N = 128, f.k * steps, 48
+    wa, wb = element_dtype(f.dtype_a).itemsize * 8, element_dtype(f.dtype_b).itemsize * 8
+    raw_a = rng.integers(0, 1 << wa, (M, K // 2), dtype=np.uint64).astype({8: np.uint8, 16: np.uint16, 32: np.uint32}[wa])
+    raw_b = rng.integers(0, 1 << wb, (K, N), dtype=np.uint64).astype({8: np.uint8, 16: np.uint16, 32: np.uint32}[wb])
+    if f.dtype_a == "tf32":
+        raw_a &= np.uint32(0xFFFFE000)
+        raw_b &= np.uint32(0xFFFFE000)
+    if f.family != "int8":         # mostly small normal values, so that sums are not all NaN
+        small = rng.random(raw_a.shape) < 0.8
+        raw_a = np.where(small, _small_bits(rng, f.dtype_a, raw_a.shape), raw_a)
+        small = rng.random(raw_b.shape) < 0.8
+        raw_b = np.where(small, _small_bits(rng, f.dtype_b, raw_b.shape), raw_b)
+        raw_b[1::2] = raw_b[0::2] ^ raw_b.dtype.type(1 << (wb - 1))      # cancelling pairs
+    a = from_bits(raw_a, f.dtype_a)
+    b = from_bits(raw_b, f.dtype_b)
+    nib = [4, 8, 12, 9, 13, 14, 0, 15, 1, 5] if f.chunk == 4 else [0b0100, 0b1110]
+    meta = rng.choice(nib, (M, K // f.chunk)).astype(np.uint8)
+    c = from_bits(rng.integers(0, 1 << 8, (M, N)).astype(np.uint8), "e4m3").astype(element_dtype(f.dtype_d)) \
+        if f.family != "int8" else rng.integers(-100, 100, (M, N)).astype(element_dtype(f.dtype_d))
+    cases = [dict(), dict(c=c)]
+    if f.family != "int8":
+        cases += [dict(promote_every=2), dict(promote_every=1, c=c.astype(np.float32)), dict(imm_scale_a=-1, imm_scale_b=-1)]
+    old_budget = sparse._GATHER_BUDGET
+    try:
+        for budget in (old_budget, 64 * (K // 2) * 16):          # one column block, or three
+            sparse._GATHER_BUDGET = budget
+            for kw in cases:
+                if "imm_scale_a" in kw and f.dtype_a not in ("f16", "bf16"):
+                    continue
+                with np.errstate(all="ignore"):
+                    got = sparse.gemm_sp(instr, a, meta, b, **kw)
+                    want = sparse._gemm_sp_loop(instr, a, meta, b, **kw)
+                assert got.dtype == want.dtype
+                assert np.array_equal(bits_of(got), bits_of(want)), (dtype, kw, budget)
+    finally:
+        sparse._GATHER_BUDGET = old_budget
+
+
+def _small_bits(rng, dtype, shape):
+    """Bits of small normal values of ``dtype`` (|x| in [1/8, 8))."""
+    x = (rng.standard_normal(shape) * 2.0).astype(np.float32)
+    return bits_of(x.astype(element_dtype(dtype))) if dtype != "tf32" else x.view(np.uint32) & np.uint32(0xFFFFE000)

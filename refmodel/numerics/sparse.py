@@ -199,6 +199,12 @@ def _check_operand(name, x, type_name, tail, form):
     return x
 
 
+def _check_sp_sel(form, sp_sel) -> None:
+    if isinstance(sp_sel, bool) or not isinstance(sp_sel, (int, np.integer)) or int(sp_sel) not in form.sp_sels:
+        raise InputError(f"sp_sel must be {' or '.join(map(str, form.sp_sels))} for .{form.dtype_a} sparse wgmma, "
+                         f"got {_describe(sp_sel)}")
+
+
 def wgmma_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scale_d=True,
              imm_scale_a: int = 1, imm_scale_b: int = 1, params=None) -> np.ndarray:
     """D (..., 64, N) of one sparse wgmma: ``a_compressed`` (..., 64, K/2), ``meta`` (..., 64,
@@ -210,9 +216,7 @@ def wgmma_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, scal
     """
     form = parse_wgmma_sp(instr)
     d = form.dense
-    if isinstance(sp_sel, bool) or not isinstance(sp_sel, (int, np.integer)) or int(sp_sel) not in form.sp_sels:
-        raise InputError(f"sp_sel must be {' or '.join(map(str, form.sp_sels))} for .{form.dtype_a} sparse wgmma, "
-                         f"got {_describe(sp_sel)}")
+    _check_sp_sel(form, sp_sel)
     scale_d = check_flag("scale_d", scale_d)
     _check_imm(form, imm_scale_a, imm_scale_b)
     p = params_for(d) if params is None else params
@@ -300,8 +304,6 @@ def gemm_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, promo
     stage started from +0 whose result is added into a float32 accumulator
     ``acc = fma(1, partial, acc)`` (unit scales; DeepGEMM's promotion).
     """
-    from .accumulate import promote
-
     form = parse_wgmma_sp(instr)
     ac = as_array("a_compressed", a_compressed)
     mt = as_array("meta", meta)
@@ -323,6 +325,82 @@ def gemm_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, promo
         raise InputError(f"promote_every must be a positive divisor of the {steps} instructions, got {_describe(promote_every)}")
     if promote_every is not None and form.family == "int8":
         raise InputError("promote_every applies to floating-point forms; integer wgmma accumulates exactly in s32")
+    _check_sp_sel(form, sp_sel)
+    _check_imm(form, imm_scale_a, imm_scale_b)
+    _check_operand("a_compressed", ac[:64, :form.k_compressed], form.dtype_a, (64, form.k_compressed), form)
+    _check_operand("b", bb[:form.k, :form.n], form.dtype_b, (form.k, form.n), form)
+    if c is not None:
+        c = as_array("c", c)
+        if c.shape != (M, N):
+            raise InputError(f"c must have shape (M, N) = ({M}, {N}), got {tuple(c.shape)}")
+        if not promote_every:
+            _check_operand("c", c[:64, :form.n], form.dtype_d, (64, form.n), form)
+    return _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b)
+
+
+#: gathered B elements (rows x kept products x columns) one pass of :func:`_chain_sp` decodes at most
+_GATHER_BUDGET = 1 << 22
+
+
+def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> np.ndarray:
+    """:func:`gemm_sp`'s chain in one pass of the chain kernel per block of 64 rows and columns:
+    B's rows gathered for every instruction's kept positions along the whole K (a dropped element
+    multiplies +0), then the instructions' fused dot products chained (``kblk`` = the kept
+    products of one instruction, or its k_group), and promoted every ``promote_every`` instructions
+    as the loop :func:`_gemm_sp_loop` does instruction by instruction (tests hold the two equal)."""
+    p = params_for(form.dense)
+    M, kc_all = ac.shape
+    K, N = bb.shape
+    kc, mc, steps = form.k_compressed, form.meta_cols, K // form.k
+    kblk = p.k_group or kc
+    pos = np.concatenate([np.where(q < 0, -1, q + t * form.k) for t in range(steps)
+                          for q in [kept_positions(mt[:, t * mc:(t + 1) * mc].reshape(-1, 64, mc), form)
+                                    .reshape(M, kc)]], axis=1)             # (M, K/2) positions along all of K
+    bbits = bits_of(np.ascontiguousarray(bb))
+    out = np.empty((M, N), np.float32 if promote_every else element_dtype(form.dtype_d))
+    nw = max(form.n, min(N, _GATHER_BUDGET // (64 * kc_all) // form.n * form.n))
+    for r0 in range(0, M, 64):
+        pr = pos[r0:r0 + 64]
+        a_rows = ac[r0:r0 + 64]
+        for n0 in range(0, N, nw):
+            n1 = min(N, n0 + nw)
+            g = bbits[np.where(pr < 0, 0, pr), n0:n1]
+            g = np.where((pr < 0)[..., None], 0, g).astype(bbits.dtype)          # (64, K/2, columns)
+            cblk = None if c is None else np.asarray(c)[r0:r0 + 64, n0:n1]
+            if form.family == "int8":
+                clamp = p.clamps(form.satfinite)
+                c0 = np.zeros((64, n1 - n0), np.int32) if cblk is None else cblk
+                out[r0:r0 + 64, n0:n1] = int_dot_chain(
+                    np.asarray(a_rows).astype(np.int32), from_bits(g, form.dtype_b).astype(np.int32), c0, clamp,
+                    kblk=kblk, rows_per_b=1)
+                continue
+            A = decode_operand(operand_codes(a_rows, form.dtype_a, p, imm_scale_a == -1)[..., None],
+                               operand_spec(form.dtype_a, p), kblk=kblk)
+            B = decode_operand(operand_codes(from_bits(g, form.dtype_b), form.dtype_b, p, imm_scale_b == -1),
+                               operand_spec(form.dtype_b, p), kblk=kblk)
+            if promote_every:
+                acc = (np.zeros((64, n1 - n0), np.float32) if cblk is None else
+                       np.array(cblk, np.float32, order="C"))
+                fdpa_chain(A, B, np.zeros((64, n1 - n0), np.uint32), p, kblk=kblk, rows_per_b=1,
+                           promote_nblk=promote_every * kc // kblk, acc_f32=acc)
+                out[r0:r0 + 64, n0:n1] = acc
+            else:
+                cbits = (np.zeros((64, n1 - n0), np.uint32) if cblk is None else
+                         bits_of(np.ascontiguousarray(cblk)).astype(np.uint32))
+                out[r0:r0 + 64, n0:n1] = from_bits(fdpa_chain(A, B, cbits, p, kblk=kblk, rows_per_b=1), form.dtype_d)
+    return out
+
+
+def _gemm_sp_loop(instr: str, ac, mt, bb, c=None, *, sp_sel: int = 0, promote_every: Optional[int] = None,
+                  imm_scale_a: int = 1, imm_scale_b: int = 1) -> np.ndarray:
+    """:func:`gemm_sp` one :func:`wgmma_sp` at a time (slow; the readable schedule tests hold
+    :func:`_chain_sp` to)."""
+    from .accumulate import promote
+
+    form = parse_wgmma_sp(instr)
+    M = ac.shape[0]
+    K, N = bb.shape
+    steps = K // form.k
     kc, mc = form.k_compressed, form.meta_cols
     out = np.empty((M, N), np.float32 if promote_every else element_dtype(form.dtype_d))
     for r0 in range(0, M, 64):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 
+import numba
 import numpy as np
 
+from .._parallel import parallel_ranges
 from .families import names as family_names
 
 FAMILIES = family_names("seeded")   # ("bits", "narrow", "wide", "special", "cancel", "zero", "subnormal")
@@ -49,8 +51,9 @@ def mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> _U(31))
 
 
-def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, fmt: str) -> np.ndarray:
-    """(T, rows, cols) uint32 element bits of one operand.  ``kdim``: 1 for A (columns are K), 0 for
+def generate_operand_formula(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, fmt: str) -> np.ndarray:
+    """:func:`generate_operand` as numpy array formulas (the readable version the compiled one is
+    tested against).  (T, rows, cols) uint32 element bits of one operand.  ``kdim``: 1 for A (columns are K), 0 for
     B (rows are K), -1 for C.  In the cancel family A[r, k^1] = A[r, k] and B[k^1, j] = -B[k, j]
     (k odd; one in 16 off by one ulp), so pairs of products cancel."""
     ebits, mbits, width, ik = FORMATS[fmt]
@@ -99,6 +102,94 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
         x = np.where(odd & ((h2 & _U(15)) == 0), x ^ _U(1), x)
     x = np.where(f == _BITS, (h >> _U(16)) & _U(0xFFFFFFFF), x)
     return (x & wmask).astype(np.uint32)
+
+
+@numba.njit(cache=True)
+def _mix1(z):
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _generate_tiles(t_lo, t_hi, k, fams, kdim, ebits, mbits, width, ik, out):
+    """:func:`generate_operand_formula` element by element, for tiles t_lo .. t_hi of out (T, rows, cols)."""
+    rows, cols = out.shape[1], out.shape[2]
+    wmask = np.uint64(0xFFFFFFFF) if width >= 32 else np.uint64((1 << width) - 1)
+    sbit = np.uint64(1) << np.uint64(ebits + mbits)
+    emax = np.uint64((1 << ebits) - 1)
+    mmask = np.uint64((1 << mbits) - 1)
+    bias = np.uint64((1 << (ebits - 1)) - 1) if ebits > 0 else np.uint64(0)
+    ext = np.empty(4, np.uint64)
+    ext[0] = 0
+    ext[1] = wmask
+    ext[2] = (np.uint64(1) << np.uint64(width - 1)) if ik == 1 else np.uint64(0)
+    ext[3] = (wmask >> np.uint64(1)) if ik == 1 else np.uint64(1)
+    sp = np.empty(8, np.uint64)
+    ku = np.uint64(k)
+    for t in range(t_lo, t_hi):
+        f = fams[t]
+        for r in range(rows):
+            hr = r & ~1 if (f == _CANCEL and kdim == 0) else r
+            for c in range(cols):
+                hc = c & ~1 if (f == _CANCEL and kdim == 1) else c
+                inner = (np.uint64(t) << np.uint64(24)) ^ (np.uint64(hr & 0xFFF) << np.uint64(12)) \
+                    ^ np.uint64(hc & 0xFFF)
+                h = _mix1(ku ^ _mix1(inner))
+                h2 = _mix1(h ^ np.uint64(0xA5A5A5A5))
+                if ik:
+                    x = h & wmask
+                    if (f == _SPECIAL or f == _WIDE) and (h2 & np.uint64(3)) != 0:
+                        x = ext[(h2 >> np.uint64(2)) & np.uint64(3)]
+                    if f == _ZERO and (h2 & np.uint64(31)) != 0:
+                        x = np.uint64(0)
+                    if f == _NARROW:
+                        x = ((h & np.uint64(7)) - np.uint64(3)) & np.uint64(0xFFFFFFFF)
+                    out[t, r, c] = np.uint32(x & wmask)
+                    continue
+                sign = (h >> np.uint64(63)) & np.uint64(1)
+                man = ((h >> np.uint64(8)) & np.uint64(0xFFFFFFFF)) & mmask
+                if f == _WIDE:
+                    e = np.uint64(1) + (h >> np.uint64(40)) % (emax - np.uint64(1))
+                else:
+                    e = bias - np.uint64(2) + (h >> np.uint64(40)) % np.uint64(5)
+                if f == _SUBNORMAL and (h2 & np.uint64(1)) != 0:
+                    e = np.uint64(0)
+                s = sign * sbit
+                x = s | (e << np.uint64(mbits)) | man
+                if f == _SPECIAL and (h2 & np.uint64(7)) == 0:
+                    sp[0] = s
+                    sp[1] = s | (emax << np.uint64(mbits))
+                    sp[2] = s | (emax << np.uint64(mbits)) | mmask
+                    sp[3] = s | (emax << np.uint64(mbits)) | (man | np.uint64(1))
+                    sp[4] = s | ((emax - np.uint64(1)) << np.uint64(mbits)) | mmask
+                    sp[5] = s | np.uint64(1)
+                    sp[6] = s | (man & mmask)
+                    sp[7] = s | (emax << np.uint64(mbits)) | (mmask - np.uint64(1))
+                    x = sp[(h2 >> np.uint64(3)) & np.uint64(7)]
+                if f == _ZERO and (h2 & np.uint64(31)) != 0:
+                    x = s
+                if kdim == 0 and f == _CANCEL and (r & 1) == 1:
+                    x = x ^ sbit
+                    if (h2 & np.uint64(15)) == 0:
+                        x = x ^ np.uint64(1)
+                if f == _BITS:
+                    x = (h >> np.uint64(16)) & np.uint64(0xFFFFFFFF)
+                out[t, r, c] = np.uint32(x & wmask)
+
+
+def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, fmt: str) -> np.ndarray:
+    """(T, rows, cols) uint32 element bits of one operand.  ``kdim``: 1 for A (columns are K), 0 for
+    B (rows are K), -1 for C.  In the cancel family A[r, k^1] = A[r, k] and B[k^1, j] = -B[k, j]
+    (k odd; one in 16 off by one ulp), so pairs of products cancel.  Compiled; the same bits as
+    :func:`generate_operand_formula` (tests hold the two equal)."""
+    ebits, mbits, width, ik = FORMATS[fmt]
+    fams = np.ascontiguousarray(fams, dtype=np.int64)
+    out = np.empty((fams.size, rows, cols), np.uint32)
+    parallel_ranges(_generate_tiles, fams.size, np.uint64(int(k) & 0xFFFFFFFFFFFFFFFF), fams, int(kdim), ebits, mbits, width,
+                    ik, out, min_piece=max(1, (1 << 15) // max(1, rows * cols)))
+    return out
 
 
 def generate(dtypes: tuple[str, str, str], k: int, n: int, seed: int, batch: int,
