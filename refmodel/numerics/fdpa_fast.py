@@ -9,7 +9,7 @@ bit-identical.  Why every step is exact:
   of two values is a float32 normal with at most 24 significant bits (e4m3, e5m2, f16:
   products of 8 to 22 bits between 2**-48 and 2**32; :func:`value_dtype`), else in
   float64 (bf16, tf32);
-* e_max needs only exponent sums: int8 lanes (64 per AVX-512 register) where the formats'
+* e_max needs only exponent sums: int8 lanes (32 per AVX2, 64 per AVX-512 register) where the formats'
   exponents fit (:func:`exp8_threshold`), else int16;
 * the aligned term ``trunc(v_a * v_b * 2**(F - e_max))`` is a product of exact values and
   a power of two: exact, and ``trunc`` rounds toward zero as the integer kernel's shift of
@@ -20,16 +20,27 @@ bit-identical.  Why every step is exact:
   them sums exactly in float32 while ``F + 2 + log2(kblk + 1) <= 24`` (F = 13, 32 terms:
   below 2**21), else in float64; each term is added on its own, in the sum's dtype;
 * each chain's D is kept as its value (float32 holds every f32 and f16 accumulator value);
-  C's term, the normalisation and the RZ / RNE rounding to ``round_mbits`` bits are
-  power-of-two scalings, ``trunc`` and a magic-number round-to-nearest-even of numbers
-  below 2**24, split in two where a power of two would leave the normal range;
+  C's term, the normalisation and the RZ / RNE rounding to ``round_mbits`` bits: where
+  ``2**(F - e_max)`` and its inverse are normal and the result is normal (nearly always),
+  C's term is one power-of-two scaling and ``trunc``, and the rounding is integer
+  arithmetic on the bits of the exact sum |S| < 2**24 (RZ clears the low bits, RNE adds
+  half a unit less one plus the last kept bit; a carry moves into the exponent as the
+  rounding does), scaled back by ``2**(e_max - F)``; the other elements are found by cheap
+  row-wide checks and redone by the general rule (power-of-two scalings split in two where
+  one would leave the normal range, a magic-number round-to-nearest-even);
 * NaN / Inf: a cheap per-block flag; only blocks holding a special operand or C are redone
-  by the integer kernel's scalar rule; promotion is the integer kernel's ``promote_one`` (every
-  promote op, fma_row_first included).
+  by the integer kernel's scalar rule;
+* promotion (:func:`_promote_row`): fma, mul_add and fma_row_first are float32 products,
+  sums and fused multiply-adds (``llvm.fma.f32``: one rounding, as ``promote_one``'s exact
+  float64 emulation), which vectorise; fma_exact is ``promote_one``.
 
 Loop order: threads over tiles of rows that share one B; for each block of K, every row of
 the tile (the block of B stays in cache), rows four at a time so that each load of B
-serves four rows; the loops over N are branch-free and vectorise (AVX-512 where present).
+serves four rows; the loops over N are branch-free and vectorise: 8 float32 / int32 lanes
+with AVX2 (32 int8 lanes for e_max), 16 with AVX-512.  Their any() flags are int32 sums or
+min / max reductions (a bool reduction packs its lanes every step on AVX2), their integer
+arithmetic stays 32-bit (numba widens integer sums to 64 bits; the bit tricks are
+intrinsics).
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ import math
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .._parallel import parallel_ranges, threads as n_threads
@@ -71,43 +82,35 @@ def exp8_threshold(a, b) -> int | None:
     return thr if ok else None
 
 
-@intrinsic
-def _f64_pow2(typingctx, e):
-    """2.0**e (float64) for an integer -1022 <= e <= 1023, from its exponent bits."""
-    if not isinstance(e, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], types.int64)
-        v = builder.shl(builder.add(v, ir.Constant(ir.IntType(64), 1023)), ir.Constant(ir.IntType(64), 52))
-        return builder.bitcast(v, ir.DoubleType())
-
-    return types.float64(e), codegen
+_VALUES_CHUNK = 1 << 15
 
 
 @numba.njit(cache=True, nogil=True)
-def _values_chunk(sig, exp, mbits, out, exp8, narrow):
-    """out = sig * 2**(exp - mbits) (zero where sig is 0) and, if ``narrow``, exp8 = exp
-    in int8 (-BIG -> DEAD8); flat arrays."""
-    for i in range(sig.shape[0]):
-        e = min(max(np.int64(exp[i]) - mbits, -1022), 1023)
-        out[i] = np.float64(sig[i]) * _f64_pow2(e)
+def _values_range(c_lo, c_hi, sig, exp, mbits, out, exp8, narrow):
+    """Chunks ``c_lo .. c_hi`` of ``_VALUES_CHUNK`` elements of the flat arrays
+    (:func:`refmodel._parallel.parallel_ranges` runs the ranges on several threads): out =
+    sig * 2**(exp - mbits) (zero where sig is 0) and, if ``narrow``, exp8 = exp in int8
+    (-BIG -> DEAD8).  Arithmetic in out's dtype (float32: 32-bit lanes), the power of two
+    clamped to its normal range (only the zeros' -BIG reaches the clamp: :func:`value_dtype`
+    keeps every value of a float32 operand normal)."""
+    one = out.dtype.type(1.0)
+    lo = np.int32(-126 if out.itemsize == 4 else -1022)
+    hi = np.int32(127 if out.itemsize == 4 else 1023)
+    mb = np.int32(mbits)
+    i_lo = c_lo * _VALUES_CHUNK
+    i_hi = min(c_hi * _VALUES_CHUNK, sig.shape[0])
+    # slices: loops from 0 carry no negative-index checks (and vectorise)
+    sg = sig[i_lo:i_hi]
+    ex = exp[i_lo:i_hi]
+    ov = out[i_lo:i_hi]
+    for i in range(sg.shape[0]):
+        e = min(max(np.int32(ex[i] - mb), lo), hi)
+        ov[i] = ov.dtype.type(sg[i]) * _pow2_like(one, e)
     if narrow:
-        for i in range(sig.shape[0]):
-            e16 = exp[i]
-            exp8[i] = np.int8(DEAD8 if e16 == -BIG else e16)
-
-
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _values_kernel(sig, exp, mbits, out, exp8, narrow):
-    """:func:`_values_chunk` in parallel chunks."""
-    n = sig.shape[0]
-    chunk = 4096
-    for c in numba.prange((n + chunk - 1) // chunk):
-        i0 = c * chunk
-        i1 = min(i0 + chunk, n)
-        # slices: loops from 0 carry no negative-index checks
-        _values_chunk(sig[i0:i1], exp[i0:i1], mbits, out[i0:i1], exp8[i0:i1] if narrow else exp8, narrow)
+        e8 = exp8[i_lo:i_hi]
+        for i in range(ex.shape[0]):
+            e16 = ex[i]
+            e8[i] = np.int8(DEAD8 if e16 == -BIG else e16)
 
 
 def operand_arrays(sig: np.ndarray, exp: np.ndarray, mbits: int, dtype: np.dtype,
@@ -116,9 +119,11 @@ def operand_arrays(sig: np.ndarray, exp: np.ndarray, mbits: int, dtype: np.dtype
     significands and exponents of shape (P, K, Q)."""
     out = np.empty(sig.shape, dtype)
     exp8 = np.empty(sig.shape if narrow else (1, 1, 1), np.int8)
-    args = (np.ascontiguousarray(sig).reshape(-1), np.ascontiguousarray(exp).reshape(-1), mbits,
-            out.reshape(-1), exp8.reshape(-1), narrow)
-    (_values_kernel if out.size > 1 << 16 else _values_chunk)(*args)  # small: no thread start
+    n = out.size
+    # one piece a thread, at least 4 chunks: a chunk is a few microseconds of work
+    parallel_ranges(_values_range, -(-n // _VALUES_CHUNK), np.ascontiguousarray(sig).reshape(-1),
+                    np.ascontiguousarray(exp).reshape(-1), mbits, out.reshape(-1), exp8.reshape(-1),
+                    narrow, pieces_per_thread=1, min_piece=4)
     return out, exp8
 
 
@@ -186,143 +191,152 @@ def _rint_nonneg(typingctx, x):
     return x(x), codegen
 
 
-@numba.njit(cache=True)
-def _pmax8(EA, EB, r, nb, k0, k1, pm):
-    """pm[j] = max over k0 <= k < k1 of EA[r, k] + EB[nb, k, j] (int8)."""
-    N = pm.shape[0]
-    for j in range(N):
-        pm[j] = -128
-    k = k0
-    while k + 4 <= k1:
-        a0 = EA[r, k, 0]
-        a1 = EA[r, k + 1, 0]
-        a2 = EA[r, k + 2, 0]
-        a3 = EA[r, k + 3, 0]
-        b0 = EB[nb, k]
-        b1 = EB[nb, k + 1]
-        b2 = EB[nb, k + 2]
-        b3 = EB[nb, k + 3]
-        for j in range(N):
-            m0 = max(np.int8(a0 + b0[j]), np.int8(a1 + b1[j]))
-            m1 = max(np.int8(a2 + b2[j]), np.int8(a3 + b3[j]))
-            pm[j] = max(pm[j], max(m0, m1))
-        k += 4
-    for kk in range(k, k1):
-        a0 = EA[r, kk, 0]
-        b0 = EB[nb, kk]
-        for j in range(N):
-            pm[j] = max(pm[j], np.int8(a0 + b0[j]))
+@intrinsic
+def _as_int(typingctx, x):
+    """The bits of a float32 / float64 as int32 / int64."""
+    lay = _float_layout(x)
+    if lay is None:
+        return None
+    n = lay[0]
+    ity = types.int32 if n == 32 else types.int64
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(n))
+
+    return ity(x), codegen
+
+
+@intrinsic
+def _as_float(typingctx, like, i):
+    """The float of ``like``'s type whose bits are the low 32 / 64 bits of the integer ``i``."""
+    lay = _float_layout(like)
+    if lay is None or not isinstance(i, types.Integer):
+        return None
+    n, _, _, fty = lay
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[1], sig.args[1], types.int64)
+        v = builder.trunc(v, ir.IntType(n)) if n < 64 else v
+        return builder.bitcast(v, fty)
+
+    return like(like, i), codegen
+
+
+@intrinsic
+def _round_low_bits(typingctx, x, drop, rne):
+    """A float32 / float64 ``x >= 0`` (zero or normal) rounded to ``mbits - drop``
+    mantissa bits on its bits: the low ``drop`` bits cleared (RZ, ``rne`` False), or first
+    increased by half a unit less one plus the last kept bit (RNE, for ``drop`` >= 1; a
+    carry moves into the exponent as the rounding does).  Integer arithmetic in the
+    float's width."""
+    lay = _float_layout(x)
+    if lay is None or not isinstance(drop, types.Integer) or not isinstance(rne, types.Boolean):
+        return None
+    n, _, _, fty = lay
+
+    def codegen(context, builder, sig, args):
+        it = ir.IntType(n)
+        b = builder.bitcast(args[0], it)
+        dr = context.cast(builder, args[1], sig.args[1], types.int64)
+        dr = builder.trunc(dr, it) if n < 64 else dr
+        one = ir.Constant(it, 1)
+        unit = builder.shl(one, dr)
+        keep = builder.neg(unit)  # ~(unit - 1)
+        last = builder.and_(builder.lshr(b, dr), one)
+        up = builder.add(builder.sub(builder.lshr(unit, one), one), last)
+        up = builder.select(args[2], up, ir.Constant(it, 0))
+        return builder.bitcast(builder.and_(builder.add(b, up), keep), fty)
+
+    return x(x, drop, rne), codegen
+
+
+@intrinsic
+def _fma32(typingctx, x, y, z):
+    """RN32(x * y + z) with one rounding, float32 operands: LLVM's ``llvm.fma.f32`` (an FMA
+    instruction where the target has one, else the C library's correctly rounded ``fmaf``),
+    which vectorises.  Equal to :func:`refmodel.numerics.promotion.fma_f32` on float32 values
+    (IEEE fused multiply-add, NaN / Inf / zero signs included)."""
+    if not (x == types.float32 and y == types.float32 and z == types.float32):
+        return None
+
+    def codegen(context, builder, sig, args):
+        f = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f, [f, f, f]), "llvm.fma.f32")
+        return builder.call(fn, list(args))
+
+    return types.float32(x, y, z), codegen
+
+
+@intrinsic
+def _count_if(typingctx, count, cond):
+    """int32 ``count + (1 if cond else 0)`` in 32-bit arithmetic: an any() / sum() over a loop
+    that vectorises to one subtraction of the compare mask a vector (a bool accumulator
+    packs its lanes every step; numba's integer sums are 64-bit)."""
+    if count != types.int32 or not isinstance(cond, types.Boolean):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.add(args[0], builder.zext(args[1], ir.IntType(32)))
+
+    return types.int32(count, cond), codegen
 
 
 @numba.njit(cache=True)
-def _pmax8x4(EA, EB, r, nb, k0, k1, pm):
-    """:func:`_pmax8` for the four rows r..r+3 at once (pm (4, N)): each B load serves four."""
+def _pmax4(EA, EB, ra, rb, rc, rd, nb, k0, k1, pm):
+    """pm[i, j] = max over k0 <= k < k1 of EA[r_i, k] + EB[nb, k, j] for the four rows
+    ra, rb, rc, rd (repeat a row to fill them), in the exponents' dtype (int8 or int16):
+    each B load serves four rows."""
     N = pm.shape[1]
+    t = pm.dtype.type
     p0 = pm[0]
     p1 = pm[1]
     p2 = pm[2]
     p3 = pm[3]
+    lo = t(-128) if pm.itemsize == 1 else t(-32768)
     for j in range(N):
-        p0[j] = -128
-        p1[j] = -128
-        p2[j] = -128
-        p3[j] = -128
+        p0[j] = lo
+        p1[j] = lo
+        p2[j] = lo
+        p3[j] = lo
     k = k0
     while k + 2 <= k1:
-        a0 = EA[r, k, 0]
-        a1 = EA[r, k + 1, 0]
-        c0 = EA[r + 1, k, 0]
-        c1 = EA[r + 1, k + 1, 0]
-        d0 = EA[r + 2, k, 0]
-        d1 = EA[r + 2, k + 1, 0]
-        e0 = EA[r + 3, k, 0]
-        e1 = EA[r + 3, k + 1, 0]
+        a0 = EA[ra, k, 0]
+        a1 = EA[ra, k + 1, 0]
+        c0 = EA[rb, k, 0]
+        c1 = EA[rb, k + 1, 0]
+        d0 = EA[rc, k, 0]
+        d1 = EA[rc, k + 1, 0]
+        e0 = EA[rd, k, 0]
+        e1 = EA[rd, k + 1, 0]
         b0 = EB[nb, k]
         b1 = EB[nb, k + 1]
         for j in range(N):
             x0 = b0[j]
             x1 = b1[j]
-            p0[j] = max(p0[j], max(np.int8(a0 + x0), np.int8(a1 + x1)))
-            p1[j] = max(p1[j], max(np.int8(c0 + x0), np.int8(c1 + x1)))
-            p2[j] = max(p2[j], max(np.int8(d0 + x0), np.int8(d1 + x1)))
-            p3[j] = max(p3[j], max(np.int8(e0 + x0), np.int8(e1 + x1)))
+            p0[j] = max(p0[j], max(t(a0 + x0), t(a1 + x1)))
+            p1[j] = max(p1[j], max(t(c0 + x0), t(c1 + x1)))
+            p2[j] = max(p2[j], max(t(d0 + x0), t(d1 + x1)))
+            p3[j] = max(p3[j], max(t(e0 + x0), t(e1 + x1)))
         k += 2
     for kk in range(k, k1):
-        a0 = EA[r, kk, 0]
-        c0 = EA[r + 1, kk, 0]
-        d0 = EA[r + 2, kk, 0]
-        e0 = EA[r + 3, kk, 0]
+        a0 = EA[ra, kk, 0]
+        c0 = EA[rb, kk, 0]
+        d0 = EA[rc, kk, 0]
+        e0 = EA[rd, kk, 0]
         b0 = EB[nb, kk]
         for j in range(N):
             x0 = b0[j]
-            p0[j] = max(p0[j], np.int8(a0 + x0))
-            p1[j] = max(p1[j], np.int8(c0 + x0))
-            p2[j] = max(p2[j], np.int8(d0 + x0))
-            p3[j] = max(p3[j], np.int8(e0 + x0))
+            p0[j] = max(p0[j], t(a0 + x0))
+            p1[j] = max(p1[j], t(c0 + x0))
+            p2[j] = max(p2[j], t(d0 + x0))
+            p3[j] = max(p3[j], t(e0 + x0))
 
 
 @numba.njit(cache=True)
-def _pmax16(EA, EB, r, nb, k0, k1, pm):
-    """:func:`_pmax8` in int16."""
-    N = pm.shape[0]
-    for j in range(N):
-        pm[j] = -32768
-    k = k0
-    while k + 4 <= k1:
-        a0 = EA[r, k, 0]
-        a1 = EA[r, k + 1, 0]
-        a2 = EA[r, k + 2, 0]
-        a3 = EA[r, k + 3, 0]
-        b0 = EB[nb, k]
-        b1 = EB[nb, k + 1]
-        b2 = EB[nb, k + 2]
-        b3 = EB[nb, k + 3]
-        for j in range(N):
-            m0 = max(np.int16(a0 + b0[j]), np.int16(a1 + b1[j]))
-            m1 = max(np.int16(a2 + b2[j]), np.int16(a3 + b3[j]))
-            pm[j] = max(pm[j], max(m0, m1))
-        k += 4
-    for kk in range(k, k1):
-        a0 = EA[r, kk, 0]
-        b0 = EB[nb, kk]
-        for j in range(N):
-            pm[j] = max(pm[j], np.int16(a0 + b0[j]))
-
-
-@numba.njit(cache=True)
-def _terms(VA, VB, r, nb, k0, k1, scale, acc):
-    """acc[j] = sum over k0 <= k < k1 of trunc(VA[r, k] * VB[nb, k, j] * scale[j]), exact."""
-    N = acc.shape[0]
-    for j in range(N):
-        acc[j] = 0
-    k = k0
-    while k + 4 <= k1:
-        a0 = VA[r, k, 0]
-        a1 = VA[r, k + 1, 0]
-        a2 = VA[r, k + 2, 0]
-        a3 = VA[r, k + 3, 0]
-        b0 = VB[nb, k]
-        b1 = VB[nb, k + 1]
-        b2 = VB[nb, k + 2]
-        b3 = VB[nb, k + 3]
-        for j in range(N):
-            s = scale[j]
-            acc[j] += np.trunc(a0 * b0[j] * s)  # one term at a time: each joins in acc's dtype
-            acc[j] += np.trunc(a1 * b1[j] * s)
-            acc[j] += np.trunc(a2 * b2[j] * s)
-            acc[j] += np.trunc(a3 * b3[j] * s)
-        k += 4
-    for kk in range(k, k1):
-        a0 = VA[r, kk, 0]
-        b0 = VB[nb, kk]
-        for j in range(N):
-            acc[j] += np.trunc(a0 * b0[j] * scale[j])
-
-
-@numba.njit(cache=True)
-def _terms4(VA, VB, r, nb, k0, k1, scale, acc):
-    """:func:`_terms` for the four rows r..r+3 at once (scale, acc (4, N)): each B load
-    serves four rows."""
+def _terms4(VA, VB, ra, rb, rc, rd, nb, k0, k1, scale, acc):
+    """acc[i, j] = sum over k0 <= k < k1 of trunc(VA[r_i, k] * VB[nb, k, j] * scale[i, j]),
+    exact, for the four rows ra, rb, rc, rd (repeat a row to fill them; scale, acc (4, N)):
+    each B load serves four rows."""
     N = acc.shape[1]
     A0 = acc[0]
     A1 = acc[1]
@@ -339,14 +353,14 @@ def _terms4(VA, VB, r, nb, k0, k1, scale, acc):
         A3[j] = 0
     k = k0
     while k + 2 <= k1:
-        a0 = VA[r, k, 0]
-        a1 = VA[r, k + 1, 0]
-        c0 = VA[r + 1, k, 0]
-        c1 = VA[r + 1, k + 1, 0]
-        d0 = VA[r + 2, k, 0]
-        d1 = VA[r + 2, k + 1, 0]
-        e0 = VA[r + 3, k, 0]
-        e1 = VA[r + 3, k + 1, 0]
+        a0 = VA[ra, k, 0]
+        a1 = VA[ra, k + 1, 0]
+        c0 = VA[rb, k, 0]
+        c1 = VA[rb, k + 1, 0]
+        d0 = VA[rc, k, 0]
+        d1 = VA[rc, k + 1, 0]
+        e0 = VA[rd, k, 0]
+        e1 = VA[rd, k + 1, 0]
         b0 = VB[nb, k]
         b1 = VB[nb, k + 1]
         for j in range(N):
@@ -362,10 +376,10 @@ def _terms4(VA, VB, r, nb, k0, k1, scale, acc):
             A3[j] += np.trunc(e1 * x1 * S3[j])
         k += 2
     for kk in range(k, k1):
-        a0 = VA[r, kk, 0]
-        c0 = VA[r + 1, kk, 0]
-        d0 = VA[r + 2, kk, 0]
-        e0 = VA[r + 3, kk, 0]
+        a0 = VA[ra, kk, 0]
+        c0 = VA[rb, kk, 0]
+        d0 = VA[rc, kk, 0]
+        e0 = VA[rd, kk, 0]
         b0 = VB[nb, kk]
         for j in range(N):
             x0 = b0[j]
@@ -399,7 +413,10 @@ def _emax_row(d, cprev, pm, bz, emax, scale, ez, zrow, thr, demin, F, elo, ehi):
     (where > thr, i.e. some product is not zero / special), C's exponent (e_zero if C is
     zero or special; C = d, kept in cprev) and e_zero when the column's block has a zero
     operand (bz[j], or zrow = e_zero for the row's); scale = 2**(F - e_max) clamped to
-    elo..ehi (exact in scale's dtype).  Integer arithmetic in int32 (16 lanes)."""
+    elo..ehi (exact in scale's dtype).  Integer arithmetic in int32.  Returns (whether a C
+    is NaN / Inf, whether some column's e_max lies outside the range where 2**(F - e_max) and its inverse are normal: then
+    :func:`_round_row` looks for the columns it must redo).  The flags are min / max
+    reductions, which vectorise."""
     N = d.shape[0]
     ez = np.int32(ez)
     zrow = np.int32(zrow)
@@ -408,52 +425,114 @@ def _emax_row(d, cprev, pm, bz, emax, scale, ez, zrow, thr, demin, F, elo, ehi):
     F = np.int32(F)
     elo = np.int32(elo)
     ehi = np.int32(ehi)
+    # the e_max where 2**(F - e_max) (scale's dtype) and its inverse are both normal
+    lo_ok = np.int32(F + max(elo, -ehi))
+    hi_ok = np.int32(F + min(ehi, -elo))
+    fmax = np.int32(-BIG)  # the largest exponent field of C: above 127 / 1023 for NaN / Inf
+    emlo = np.int32(BIG)
+    emhi = np.int32(-BIG)
     for j in range(N):
         c = d[j]
         cprev[j] = c
-        ec = max(_fexp(c), demin)
-        e0 = ez if (c == 0) | (not math.isfinite(c)) else ec
+        fc = _fexp(c)
+        fmax = max(fmax, fc)
+        e0 = ez if (c == 0) | (not math.isfinite(c)) else max(fc, demin)
         e0 = max(e0, ez if bz[j] else zrow)
         pj = np.int32(pm[j])
         em = max(e0, pj) if pj > thr else e0
         emax[j] = em
         scale[j] = _pow2_like(scale[j], min(max(np.int32(F - em), elo), ehi))
+        emlo = min(emlo, em)
+        emhi = max(emhi, em)
+    spec = fmax > (127 if d.itemsize == 4 else 1023)
+    clamp = (emlo < lo_ok) | (emhi > hi_ok)
+    return spec, clamp
 
 
 @numba.njit(cache=True)
-def _round_row(d, cprev, acc, emax, F, demin, rnd_m, rz, largest, ovf, elo, ehi):
+def _round_row(d, cprev, acc, emax, scale, clamp, F, demin, rnd_m, rz, largest, ovf, elo, ehi):
     """D of one row's block: C's aligned, truncated term joins the exact sum acc; then one
     normalisation and rounding of S * 2**(e_max - F) to rnd_m bits (RZ or RNE), subnormals
-    kept, overflow to ``ovf``, +0 for zero.  Arithmetic in d's dtype, every step exact
-    (powers of two split where one would leave the normal range).  Returns how many C
-    were NaN / Inf (their D is redone by the caller)."""
+    kept, overflow to ``ovf``, +0 for zero.  Arithmetic in d's dtype, every step exact.
+
+    A branch-free loop over N does the common case: ``2**(F - e_max)`` (``scale``, from
+    :func:`_emax_row`) and its inverse both normal, and a normal result (``|S| >=
+    2**(demin + F - e_max)``, or S = 0).  The rounding to rnd_m bits is then one on the bits
+    of |S| (exact in d's dtype, :func:`_round_low_bits`), and ``2**(e_max - F)`` scales the
+    result exactly.  The other elements (looked for where the loop saw a subnormal result
+    or :func:`_emax_row` an e_max outside that range, ``clamp``) are redone by the general
+    rule: powers of two split where one would leave the normal range."""
     N = d.shape[0]
     F = np.int32(F)
     demin = np.int32(demin)
     rnd_m = np.int32(rnd_m)
     elo = np.int32(elo)
     ehi = np.int32(ehi)
-    nspec = np.int32(0)
+    one = d.dtype.type(1.0)
+    mb_f = 23 if d.itemsize == 4 else 52  # mantissa bits of d's dtype
+    drop = np.int32(mb_f - rnd_m)  # low bits rounded off |S|
+    rne = not rz and drop > 0
+    inv_bits = np.int64(2 * (127 if mb_f == 23 else 1023)) << mb_f  # bits(2**-e) = inv_bits - bits(2**e)
+    tiny = _pow2_like(one, demin)  # the smallest normal accumulator value
+    slow = np.int32(1 if clamp else 0)
     for j in range(N):
-        em = emax[j]
-        fe = np.int32(F - em)
-        c = cprev[j]
-        nspec += np.int32(not math.isfinite(c))
-        e1 = min(max(fe, elo), ehi)
-        tc = np.trunc(c * _pow2_like(c, e1) * _pow2_like(c, np.int32(fe - e1)))
-        S = acc[j] + tc  # exact: integers below 2**24 (float32) or 2**53 (float64)
+        sc = d.dtype.type(scale[j])
+        S = acc[j] + np.trunc(cprev[j] * sc)  # exact
         mag = abs(S)
-        top = max(np.int32(_fexp(mag) - fe), demin)  # exponent of the result's unit bit
-        eq = min(max(np.int32(rnd_m - top - fe), elo), ehi)
-        q = mag * _pow2_like(mag, eq)  # exact, below 2**(rnd_m + 1)
-        rr = np.trunc(q) if rz else _rint_nonneg(q)
-        e4 = np.int32(top - rnd_m)
-        split = np.int32(32) if e4 < elo else np.int32(0)  # a subnormal result: scale in two steps
-        res = rr * _pow2_like(rr, np.int32(e4 + split)) * _pow2_like(rr, np.int32(-split))
-        res = ovf if res > largest else res
-        res = -res if S < 0 else res
-        d[j] = res if rr != 0 else rr  # rr: +0
-    return nspec
+        r = _round_low_bits(mag, drop, rne) * _as_float(sc, inv_bits - _as_int(sc))
+        r = ovf if r > largest else r
+        d[j] = -r if S < 0 else r
+        slow = _count_if(slow, (mag < tiny * sc) & (mag != 0))  # a subnormal result
+    if slow != 0:
+        lo_ok = np.int32(F + max(elo, -ehi))
+        hi_ok = np.int32(F + min(ehi, -elo))
+        for j in range(N):
+            em = emax[j]
+            sc = d.dtype.type(scale[j])
+            c = cprev[j]
+            a = acc[j]
+            mag = abs(a + np.trunc(c * sc))
+            if not ((((em < lo_ok) | (em > hi_ok)) & ((c != 0) | (a != 0))) | ((mag < tiny * sc) & (mag != 0))):
+                continue
+            fe = np.int32(F - em)
+            e1 = min(max(fe, elo), ehi)
+            tc = np.trunc(c * _pow2_like(c, e1) * _pow2_like(c, np.int32(fe - e1)))
+            S = a + tc  # exact: integers below 2**24 (float32) or 2**53 (float64)
+            mag = abs(S)
+            top = max(np.int32(_fexp(mag) - fe), demin)  # exponent of the result's unit bit
+            eq = min(max(np.int32(rnd_m - top - fe), elo), ehi)
+            q = mag * _pow2_like(mag, eq)  # exact, below 2**(rnd_m + 1)
+            rr = np.trunc(q) if rz else _rint_nonneg(q)
+            e4 = np.int32(top - rnd_m)
+            split = np.int32(32) if e4 < elo else np.int32(0)  # a subnormal result: scale in two steps
+            res = rr * _pow2_like(rr, np.int32(e4 + split)) * _pow2_like(rr, np.int32(-split))
+            res = ovf if res > largest else res
+            res = -res if S < 0 else res
+            d[j] = res if rr != 0 else rr  # rr: +0
+
+
+@numba.njit(cache=True)
+def _promote_row(acc, d, sa, sb, op):
+    """acc[j] = promote_one(acc[j], d[j], sa, sb[j], op) for one row (float32 acc, sb; D's
+    values d, float32 or float64 holding float32 values).  Ops 0 "fma" RN32(RN32(sa*sb) * D +
+    acc), 1 "mul_add" RN32(acc + RN32(RN32(sa*sb) * D)) and 3 "fma_row_first" RN32(sb *
+    RN32(sa*D) + acc) in one branch-free loop of float32 arithmetic and :func:`_fma32` (the
+    roundings promote_one computes exactly in float64); op 2 "fma_exact" by promote_one.  A
+    NaN result is the canonical 0x7FFFFFFF."""
+    N = acc.shape[0]
+    if op == 2:
+        for j in range(N):
+            acc[j] = promote_one(acc[j], d[j], sa, sb[j], op)
+        return
+    nan = _as_float(np.float32(0), 0x7FFFFFFF)
+    row_first = op == 3
+    mul_add = op == 1
+    for j in range(N):
+        p = np.float32(d[j])
+        x = sa * p if row_first else sa * sb[j]
+        y = sb[j] if row_first else p
+        r = acc[j] + x * y if mul_add else _fma32(x, y, acc[j])
+        acc[j] = r if r == r else nan
 
 
 @numba.njit(cache=True, nogil=True)
@@ -487,8 +566,9 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
         scale4 = scalebuf[t]
         emax4 = np.empty((4, N), np.int32)
         pm8 = np.empty((4, N), np.int8)
-        pm16 = np.empty(N, np.int16)
+        pm16 = np.empty((4, N) if not narrow else (4, 1), np.int16)
         cprev4 = np.empty((4, N), dv.dtype)
+        flags = np.empty((4, 2), np.bool_)
         for bi in range(nblk):
             blk = blk0 + bi
             k0 = blk * kblk
@@ -497,8 +577,14 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
             bsany = BSany[nb, blk]
             for g in range(r0, r1, 4):
                 nr = min(4, r1 - g)
-                if narrow and nr == 4:
-                    _pmax8x4(EA8, EB8, g, nb, k0, k1, pm8)
+                # four rows (the last repeated where fewer are left): e_max's products
+                rb = min(g + 1, r1 - 1)
+                rc = min(g + 2, r1 - 1)
+                rd = min(g + 3, r1 - 1)
+                if narrow:
+                    _pmax4(EA8, EB8, g, rb, rc, rd, nb, k0, k1, pm8)
+                else:
+                    _pmax4(EA, EB, g, rb, rc, rd, nb, k0, k1, pm16)
                 for i in range(nr):
                     r = g + i
                     d = dv[r]
@@ -507,31 +593,28 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                             d[j] = 0.0  # each stage starts with scale-d = 0
                     # e_max: the largest of the products' exponents, C's (e_zero if C is
                     # zero) and e_zero when the block has a zero operand
-                    if narrow and nr < 4:
-                        _pmax8(EA8, EB8, r, nb, k0, k1, pm8[i])
-                    elif not narrow:
-                        _pmax16(EA, EB, r, nb, k0, k1, pm16)
                     zrow = ez if AZ[r, blk, 0] else np.int32(-BIG)
                     if narrow:
-                        _emax_row(d, cprev4[i], pm8[i], bz, emax4[i], scale4[i], ez, zrow, thr,
-                                  demin, F, elo, ehi)
+                        spec, clamp = _emax_row(d, cprev4[i], pm8[i], bz, emax4[i], scale4[i], ez, zrow, thr,
+                                                demin, F, elo, ehi)
                     else:
-                        _emax_row(d, cprev4[i], pm16, bz, emax4[i], scale4[i], ez, zrow, thr,
-                                  demin, F, elo, ehi)
+                        spec, clamp = _emax_row(d, cprev4[i], pm16[i], bz, emax4[i], scale4[i], ez, zrow, thr,
+                                                demin, F, elo, ehi)
+                    flags[i, 0] = spec
+                    flags[i, 1] = clamp
+                for i in range(nr, 4):  # rows past nr: a copy of the last row's, results unused
+                    for j in range(N):
+                        scale4[i, j] = scale4[nr - 1, j]
                 # the aligned, truncated products, summed exactly
-                if nr == 4:
-                    _terms4(VA, VB, g, nb, k0, k1, scale4, acc4)
-                else:
-                    for i in range(nr):
-                        _terms(VA, VB, g + i, nb, k0, k1, scale4[i], acc4[i])
+                _terms4(VA, VB, g, rb, rc, rd, nb, k0, k1, scale4, acc4)
                 for i in range(nr):
                     r = g + i
                     d = dv[r]
                     cprev = cprev4[i]
-                    nspec = _round_row(d, cprev, acc4[i], emax4[i], F, demin, rnd_m, rz, largest, ovf,
-                                       elo, ehi)
+                    _round_row(d, cprev, acc4[i], emax4[i], scale4[i], flags[i, 1], F, demin, rnd_m, rz, largest,
+                               ovf, elo, ehi)
                     # NaN / Inf: redo the affected elements
-                    if AS[r, blk, 0] or bsany or nspec > 0:
+                    if AS[r, blk, 0] or bsany or flags[i, 0]:
                         asp = AS[r, blk, 0]
                         bs = BS[nb, blk]
                         for j in range(N):
@@ -542,9 +625,7 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                                 d[j] = _acc_value(bits, acc_e, acc_m)
                     if stage_nblk > 0 and (bi + 1) % stage_nblk == 0:
                         st = bi // stage_nblk
-                        sa_r = scale_rows[st, r]
-                        for j in range(N):
-                            accf[r, j] = promote_one(accf[r, j], d[j], sa_r, scale_cols[st, j], op)
+                        _promote_row(accf[r], d, scale_rows[st, r], scale_cols[st], op)
 
 
 def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.ndarray,
@@ -587,7 +668,10 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
 
 def _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
          elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf):
-    """:func:`chain_kernel` with its scratch buffers and the binding's numbers."""
+    """:func:`chain_kernel` with its scratch buffers and the binding's numbers.  The scale
+    vectors go in writeable (a read-only broadcast view would be another type: a second
+    compile of the kernel for promoted chains)."""
+    scale_rows, scale_cols = (x if x.flags.writeable else x.copy() for x in (scale_rows, scale_cols))
     parallel_ranges(chain_kernel, ntiles, VA, A.exp, EA8, A.any_zero, A.any_special, VB, B.exp, EB8,
                     B.any_zero, B.any_special, np.ascontiguousarray(B.any_special.any(axis=2)), A.sig, A.cls,
                     B.sig, B.cls, rows_per_b, tile_rows, kblk, blk0, nblk, dv,
