@@ -127,6 +127,26 @@ def test_compress_all_zero_and_one_nonzero_chunks(dtype):
     np.testing.assert_array_equal(bits_of(decompress(ac, meta, f)), bits_of(a))
 
 
+@pytest.mark.parametrize("dtype", sorted(A_TYPES))
+def test_compress_keeps_the_rule_for_every_chunk_pattern(dtype):
+    """Every legal nonzero pattern of a chunk (random rows of them) keeps the positions of the rule
+    written as a stable sort: nonzeros first, then free positions, each in index order; the lowest
+    ``keep`` of them, increasing."""
+    f = parse_wgmma_sp(A_TYPES[dtype])
+    keep = 2 if f.chunk == 4 else 1
+    rng = np.random.default_rng(34)
+    legal = [m for m in range(1 << f.chunk) if bin(m).count("1") <= keep]
+    masks = np.array(legal)[rng.integers(0, len(legal), (3, 64, f.meta_cols))]
+    nz = (masks[..., None] >> np.arange(f.chunk)) & 1 == 1
+    vals = _nonzero(dtype, nz.size).reshape(nz.shape)
+    a = np.where(nz, vals, np.zeros((), vals.dtype)).reshape(3, 64, f.k).astype(element_dtype(dtype))
+    ac, meta = compress(a, f)
+    order = np.sort(np.argsort(~nz, axis=-1, kind="stable")[..., :keep], axis=-1)
+    np.testing.assert_array_equal(kept_positions(meta, f),
+                                  (order + f.chunk * np.arange(f.meta_cols)[:, None]).reshape(3, 64, -1))
+    np.testing.assert_array_equal(bits_of(decompress(ac, meta, f)), bits_of(a))
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "e4m3", "e5m2"])
 def test_compress_negative_zero_counts_as_zero(dtype):
     f = parse_wgmma_sp(A_TYPES[dtype])

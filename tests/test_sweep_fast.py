@@ -10,7 +10,7 @@ from refmodel.numerics.sweep import encode_f32_fast
 from seeds import rng_for
 
 
-@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "f16", "bf16"])
 @pytest.mark.parametrize("saturate", [True, False])
 @pytest.mark.parametrize("relu", [False, True])
 def test_encode_f32_fast_equals_round_to_format(fmt, saturate, relu, request):
@@ -20,5 +20,5 @@ def test_encode_f32_fast_equals_round_to_format(fmt, saturate, relu, request):
     got = encode_f32_fast(bits, fmt, saturate=saturate, relu=relu)
     want = round_to_format(bits.view(np.float32), fmt, saturate=saturate, relu=relu)
     bad = np.flatnonzero(got != want)
-    assert bad.size == 0, (f"{bad.size} differ; first x=0x{int(bits[bad[0]]):08x}: fast 0x{int(got[bad[0]]):02x}, "
-                           f"round_to_format 0x{int(want[bad[0]]):02x}")
+    assert bad.size == 0, (f"{bad.size} differ; first x=0x{int(bits[bad[0]]):08x}: fast 0x{int(got[bad[0]]):x}, "
+                           f"round_to_format 0x{int(want[bad[0]]):x}")

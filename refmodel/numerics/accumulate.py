@@ -363,7 +363,7 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     anyz = np.empty((P, K // kblk, Q), np.bool_)
     anys = np.empty((P, K // kblk, Q), np.bool_)
     parallel_ranges(_decode_kernel, P * (K // kblk), codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys,
-                    min_piece=max(1, 32768 // max(1, kblk * Q)))
+                    work=codes.size)
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 
@@ -565,9 +565,10 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
                 or not acc_f32.flags.c_contiguous:
             raise InputError(f"acc_f32 must be a C-contiguous float32 array of shape ({R}, {N})")
         nst = nblk // stage_nblk
-        scale_rows = np.ascontiguousarray(np.broadcast_to(
+        # copies, writeable: a read-only broadcast view is another numba type (a second compile)
+        scale_rows = np.array(np.broadcast_to(
             np.ones((nst, R), np.float32) if scale_rows is None else scale_rows, (nst, R)), np.float32)
-        scale_cols = np.ascontiguousarray(np.broadcast_to(
+        scale_cols = np.array(np.broadcast_to(
             np.ones((nst, N), np.float32) if scale_cols is None else scale_cols, (nst, N)), np.float32)
         accf = acc_f32
     else:
@@ -589,7 +590,7 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
                     rows_per_b, kblk, blk0, nblk, cb, out, scratch,
                     p.F, max(L, 0), max(-L, 0), p.e_zero, spec.ebits, spec.mbits,
                     p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
-                    stage_nblk, scale_rows, scale_cols, op, accf)
+                    stage_nblk, scale_rows, scale_cols, op, accf, work=R * N * nblk * kblk)
     return out
 
 
@@ -631,7 +632,7 @@ def int_dot_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, clamp: bool, *, k
     out = np.empty((R, b.shape[2]), dtype=np.int32)
     parallel_ranges(_int_chain_kernel, R, np.ascontiguousarray(a, dtype=np.int32),
                     np.ascontiguousarray(b, dtype=np.int32), rows_per_b, kblk,
-                    K // kblk, np.ascontiguousarray(c, dtype=np.int64), bool(clamp), out)
+                    K // kblk, np.ascontiguousarray(c, dtype=np.int64), bool(clamp), out, work=R * K * b.shape[2])
     return out
 
 

@@ -123,7 +123,7 @@ def operand_arrays(sig: np.ndarray, exp: np.ndarray, mbits: int, dtype: np.dtype
     # one piece a thread, at least 4 chunks: a chunk is a few microseconds of work
     parallel_ranges(_values_range, -(-n // _VALUES_CHUNK), np.ascontiguousarray(sig).reshape(-1),
                     np.ascontiguousarray(exp).reshape(-1), mbits, out.reshape(-1), exp8.reshape(-1),
-                    narrow, pieces_per_thread=1, min_piece=4)
+                    narrow, pieces_per_thread=1, min_piece=4, work=n)
     return out, exp8
 
 
@@ -678,7 +678,7 @@ def _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, nt
                     np.empty((ntiles, 4, N), adt), np.empty((ntiles, 4, N), vdt), elo, ehi,
                     -128 if thr8 is None else thr8, p.F, p.e_zero, spec.ebits, spec.mbits,
                     p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,
-                    stage_nblk, scale_rows, scale_cols, op, accf)
+                    stage_nblk, scale_rows, scale_cols, op, accf, work=ntiles * tile_rows * N * nblk * kblk)
 
 
 def _register() -> None:

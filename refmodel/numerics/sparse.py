@@ -93,6 +93,21 @@ def kept_positions(meta, form: WgmmaSpForm | str) -> np.ndarray:
     return 2 * c + (nib == 0b1110)
 
 
+def _kept_for_mask(chunk: int, keep: int) -> np.ndarray:
+    """For every nonzero mask of one chunk (bit i: element i nonzero, at most ``keep`` bits set), the
+    positions :func:`compress` keeps: the nonzeros, then the lowest free positions, in increasing order."""
+    tab = np.zeros((1 << chunk, keep), np.int64)
+    for m in range(1 << chunk):
+        nonzero = [i for i in range(chunk) if m >> i & 1]
+        free = [i for i in range(chunk) if not m >> i & 1]
+        tab[m] = sorted((nonzero + free)[:keep])
+    return tab
+
+
+_KEPT_FOR_MASK = {4: _kept_for_mask(4, 2), 2: _kept_for_mask(2, 1)}   # 2:4, and tf32's 1:2
+_POPCOUNT = np.array([bin(m).count("1") for m in range(16)], np.int64)
+
+
 def compress(a, form: WgmmaSpForm | str) -> tuple[np.ndarray, np.ndarray]:
     """(a_compressed (..., 64, K/2), meta uint8 (..., 64, K/4 or K/2)) of a dense A with 2:4
     structure (1:2 for tf32).  A chunk with fewer nonzeros than it keeps stores zeros at the
@@ -122,16 +137,17 @@ def compress(a, form: WgmmaSpForm | str) -> tuple[np.ndarray, np.ndarray]:
     nz = ch != 0
     if f.dtype_a != "tf32":
         nz = nz & ((ch & ~np.asarray(_sign_mask(f.dtype_a), ch.dtype)) != 0)  # -0 counts as zero
-    counts = nz.sum(-1)
+    mask = np.zeros(nz.shape[:-1], np.uint8)          # bit i: element i of the chunk is nonzero
+    for i in range(f.chunk):
+        mask |= nz[..., i].astype(np.uint8) << np.uint8(i)
+    counts = _POPCOUNT[mask]
     bad = np.argwhere(counts > keep)
     if bad.size:
         idx = tuple(int(v) for v in bad[0])
         raise InputError(f"a is not {'2:4' if keep == 2 else '1:2'} sparse: row {idx[-2]}, chunk {idx[-1]} "
                          f"(columns {f.chunk * idx[-1]}..{f.chunk * idx[-1] + f.chunk - 1}) has "
                          f"{int(counts[bad[0][0]] if counts.ndim == 1 else counts[tuple(bad[0])])} nonzeros")
-    # chosen positions: the nonzeros, then the lowest free positions, in increasing order
-    order = np.argsort(~nz, axis=-1, kind="stable")[..., :keep]
-    order = np.sort(order, axis=-1)
+    order = _KEPT_FOR_MASK[f.chunk][mask]             # the nonzeros, then the lowest free positions
     vals = np.take_along_axis(ch, order, axis=-1)
     comp = vals.reshape(bits.shape[:-1] + (f.k_compressed,))
     if f.chunk == 4:

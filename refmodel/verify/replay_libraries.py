@@ -131,6 +131,7 @@ def replay_inferred_schedule(meta: dict[str, Any], arrays: dict[str, np.ndarray]
     """A schedule inferred on the H200 (``python -m gpu.record.schedules``) against the target's outputs on
     its verification calls: the inputs rebuilt from the seed (checked by digest), the schedule run by
     refmodel, the output digest compared with the recorded one.  A quick replay checks every 8th call."""
+    from .._parallel import prefetch
     from ..golden.schedule import Schedule
     from .infer import call_digest, verification_inputs
 
@@ -141,8 +142,10 @@ def replay_inferred_schedule(meta: dict[str, Any], arrays: dict[str, np.ndarray]
         raise meta_error(f"{meta['name']}: digests {ins.shape}/{outs.shape} do not match {ver['calls']} calls")
     M, N, K, dt = meta["M"], meta["N"], meta["K"], meta["dtype"]
     total = Result(0, 0, complete=full, scope="" if full else "every 8th verification call")
-    for i, _, a, b in verification_inputs(dt, M, N, K, sparse=meta["target"] == "cusparselt",
-                                          outputs=ver["calls"] * M * N, seed=ver["seed"]):
+    calls = verification_inputs(dt, M, N, K, sparse=meta["target"] == "cusparselt",
+                                outputs=ver["calls"] * M * N, seed=ver["seed"])
+    # the inputs of the next calls are drawn on another thread while the schedule runs (same stream, in order)
+    for i, _, a, b in prefetch(calls, depth=2):
         if not full and i % 8:
             continue
         with np.errstate(all="ignore"):

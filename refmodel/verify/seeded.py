@@ -188,7 +188,7 @@ def generate_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, 
     fams = np.ascontiguousarray(fams, dtype=np.int64)
     out = np.empty((fams.size, rows, cols), np.uint32)
     parallel_ranges(_generate_tiles, fams.size, np.uint64(int(k) & 0xFFFFFFFFFFFFFFFF), fams, int(kdim), ebits, mbits, width,
-                    ik, out, min_piece=max(1, (1 << 15) // max(1, rows * cols)))
+                    ik, out, work=out.size * 16)
     return out
 
 
