@@ -1,8 +1,9 @@
 """The main job's time, feature by feature: ``wgref verify`` replays every fixture; this prints the wall
-time each feature's replay takes (in one process, in the order verify runs them) beside the total, the
+time of the whole run (as ``wgref verify`` runs it: worker processes, refmodel.verify.workers) beside
+the seconds each feature's replays took (summed over its fixtures, in whichever process ran them), the
 host's cores and vector extensions, so a speed-up can be aimed where the time goes.
 
-    python bench/bench_verify.py [--quick] [--feature F ...]
+    python bench/bench_verify.py [--quick] [--feature F ...] [--jobs N] [--threads T]
 
 The first run in a fresh checkout also pays numba's compiles (the cache is then warm); run it twice to
 see both.
@@ -35,28 +36,48 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="wgref verify --quick")
     ap.add_argument("--feature", action="append", default=None)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="worker processes (default: wgref verify's, refmodel.verify.workers.default_jobs; 1: this process)")
+    ap.add_argument("--threads", type=int, default=None, help="numba threads of each worker (default: cores / jobs)")
     args = ap.parse_args(argv)
-    from refmodel.verify.replay import verify_all
+    from refmodel.verify.fixtures import default_root
+    from refmodel.verify.replay import load_plugins, verify_all
+    from refmodel.verify.workers import default_jobs, verify_parallel
 
+    jobs = default_jobs() if args.jobs is None else max(1, args.jobs)
     print(f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {_cpu_flags()}")
-    times: dict[str, float] = defaultdict(float)
+    print(f"jobs: {jobs} ({'this process' if jobs == 1 else 'worker processes'}), numba threads each: "
+          f"{args.threads or 'default'}")
+    seconds: dict[str, float] = defaultdict(float)
     outputs: dict[str, int] = defaultdict(int)
+    busy: dict[int, float] = defaultdict(float)
     bad = 0
-    t0 = last = time.perf_counter()
-    for feature, _entry, res in verify_all(full=not args.quick, features=args.feature):
-        now = time.perf_counter()
-        times[feature] += now - last
-        last = now
+    t0 = time.perf_counter()
+    if jobs > 1:
+        load_plugins()
+        rows = verify_parallel(default_root(), full=not args.quick, features=args.feature, progress=False,
+                               index=True, jobs=jobs, threads=args.threads)
+    else:
+        rows = verify_all(full=not args.quick, features=args.feature)
+    for feature, _entry, res in rows:
         if isinstance(res, Exception):
             bad += 1
+            print(f"  {feature}/{_entry.get('file')}: {type(res).__name__}: {str(res)[:200]}")
         else:
             outputs[feature] += res.cases
+            seconds[feature] += res.seconds
+            busy[res.worker] += res.seconds
             bad += res.mismatches
     total = time.perf_counter() - t0
-    print(f"{'feature':<14} {'seconds':>8} {'share':>6} {'outputs':>14}")
-    for f, t in sorted(times.items(), key=lambda kv: -kv[1]):
-        print(f"{f:<14} {t:8.1f} {100 * t / total:5.1f}% {outputs[f]:>14,}")
-    print(f"{'TOTAL':<14} {total:8.1f}        {sum(outputs.values()):>14,}   mismatches/errors: {bad}")
+    replay = sum(seconds.values())
+    print(f"{'feature':<14} {'seconds':>8} {'share':>6} {'outputs':>14}   (seconds: the feature's replays, "
+          "summed over its fixtures)")
+    for f, t in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        print(f"{f:<14} {t:8.1f} {100 * t / max(replay, 1e-9):5.1f}% {outputs[f]:>14,}")
+    print(f"{'replays':<14} {replay:8.1f}        {sum(outputs.values()):>14,}")
+    if len(busy) > 1:
+        print("worker busy seconds: " + ", ".join(f"{t:.1f}" for t in sorted(busy.values(), reverse=True)))
+    print(f"{'TOTAL (wall)':<14} {total:8.1f}   mismatches/errors: {bad}")
     return 0 if bad == 0 else 1
 
 

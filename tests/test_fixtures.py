@@ -212,7 +212,7 @@ def test_verify_default_checks_everything(monkeypatch, capsys):
 
     seen = []
 
-    def fake_verify_all(root, *, full, features, progress):
+    def fake_verify_all(root, *, full, features, progress, jobs):
         seen.append(full)
         return iter([])
 

@@ -14,7 +14,9 @@ its form in meta and each form its array), so a trimmed meta is refused, not ski
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +33,8 @@ class Result:
     details: list[str] = field(default_factory=list)
     complete: bool = True  # False: a quick replay checked a subset (``scope`` says which)
     scope: str = ""
+    seconds: float = 0.0   # the replay's wall time (set by verify_all; 0 inside a replayer)
+    worker: int = 0        # the process that replayed it (its pid)
 
     def add(self, other: "Result") -> None:
         self.cases += other.cases
@@ -208,23 +212,28 @@ def _call(fn: Callable[..., Result], meta, arrays, *, full: bool, progress: bool
     return fn(meta, arrays, **kw)
 
 
-def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
-               index: bool = True):
-    """Yield (feature, entry, Result or Exception) for every fixture under root.
+def _replay_entry(directory: Path, entry: dict, *, full: bool, progress: bool):
+    """One manifest entry's Result, or the exception that stopped it (never raised)."""
+    entry.setdefault("file", "?")
+    try:
+        arrays = load_arrays(directory, entry)
+        fn = REPLAYERS.get(entry.get("kind"))
+        if fn is None:
+            raise FixtureError(f"no replayer for fixture kind {entry.get('kind')!r}", "unknown kind")
+        t0 = time.perf_counter()
+        res = _call(fn, entry.get("meta") or {}, arrays, full=full, progress=progress)
+        res.seconds, res.worker = time.perf_counter() - t0, os.getpid()
+        if res.complete and res.cases < int(entry.get("cases", 0)):
+            raise FixtureError(f"replayed {res.cases} outputs, the manifest says {entry['cases']}",
+                               "fewer outputs than the manifest")
+        return res
+    except Exception as e:  # reported as a failing row, never a traceback
+        return e
 
-    First the tree is checked against INDEX.json (``index``): each problem is a row whose
-    entry names the missing/changed thing.  Then every manifest entry is replayed; an
-    unreadable manifest, a refused file or a replayer error is a row with an exception,
-    never a traceback.  A complete replay that checks fewer outputs than the entry's
-    ``cases`` is an error too.
-    """
-    load_plugins()
-    root = Path(root) if root is not None else default_root()
-    if index:
-        for feature, thing, err in check_index(root):
-            if features and feature not in features and feature != "INDEX":
-                continue
-            yield feature, {"file": thing, "provenance": {}}, err
+
+def manifest_rows(root: Path, features: list[str] | None):
+    """(feature, directory, entry or None, error or None) for every manifest entry under ``root``, in
+    :func:`verify_all`'s order; an unreadable manifest or a malformed entry is a row with its error."""
     for man_path in sorted(root.glob("*/manifest.json")):
         directory = man_path.parent
         feature = directory.name
@@ -236,24 +245,45 @@ def verify_all(root=None, *, full: bool = True, features: list[str] | None = Non
             if not isinstance(entries, list):
                 raise ValueError("'entries' is not a list")
         except Exception as e:
-            yield feature, {"file": "manifest.json", "provenance": {}}, (
+            yield feature, directory, {"file": "manifest.json", "provenance": {}}, (
                 e if isinstance(e, FixtureError) else FixtureError(f"{man_path}: {e}", "unreadable manifest"))
             continue
         for entry in entries:
             if not isinstance(entry, dict):
-                yield feature, {"file": str(entry), "provenance": {}}, FixtureError(
+                yield feature, directory, {"file": str(entry), "provenance": {}}, FixtureError(
                     f"{man_path}: an entry is not an object", "bad manifest entry")
                 continue
             entry.setdefault("file", "?")
-            try:
-                arrays = load_arrays(directory, entry)
-                fn = REPLAYERS.get(entry.get("kind"))
-                if fn is None:
-                    raise FixtureError(f"no replayer for fixture kind {entry.get('kind')!r}", "unknown kind")
-                res = _call(fn, entry.get("meta") or {}, arrays, full=full, progress=progress)
-                if res.complete and res.cases < int(entry.get("cases", 0)):
-                    raise FixtureError(f"replayed {res.cases} outputs, the manifest says {entry['cases']}",
-                                       "fewer outputs than the manifest")
-                yield feature, entry, res
-            except Exception as e:  # reported as a failing row, never a traceback
-                yield feature, entry, e
+            yield feature, directory, entry, None
+
+
+def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
+               index: bool = True, jobs: int = 1):
+    """Yield (feature, entry, Result or Exception) for every fixture under root.
+
+    First the tree is checked against INDEX.json (``index``): each problem is a row whose
+    entry names the missing/changed thing.  Then every manifest entry is replayed; an
+    unreadable manifest, a refused file or a replayer error is a row with an exception,
+    never a traceback.  A complete replay that checks fewer outputs than the entry's
+    ``cases`` is an error too.  ``jobs`` > 1 replays the entries in that many worker processes
+    (:mod:`refmodel.verify.workers`); the rows come in the same order either way.
+    """
+    load_plugins()
+    root = Path(root) if root is not None else default_root()
+    if jobs > 1:
+        from .workers import verify_parallel
+
+        yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs)
+        return
+    if index:
+        yield from index_rows(root, features)
+    for feature, directory, entry, err in manifest_rows(root, features):
+        yield feature, entry, err if err is not None else _replay_entry(directory, entry, full=full, progress=progress)
+
+
+def index_rows(root: Path, features: list[str] | None):
+    """The tree against INDEX.json: (feature, entry naming the thing, error) for each problem."""
+    for feature, thing, err in check_index(root):
+        if features and feature not in features and feature != "INDEX":
+            continue
+        yield feature, {"file": thing, "provenance": {}}, err

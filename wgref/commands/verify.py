@@ -56,7 +56,10 @@ def cmd_verify(args) -> int:
     rows, scopes = [], []
     t0 = time.time()
     progress = (not args.json) and sys.stderr.isatty()
-    for feature, entry, res in verify_all(root, full=full, features=args.feature, progress=progress):
+    from refmodel.verify.workers import default_jobs
+
+    jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
+    for feature, entry, res in verify_all(root, full=full, features=args.feature, progress=progress, jobs=jobs):
         prov = entry.get("provenance") or {}
         recorded = f"{prov.get('device', '?')} {str(prov.get('date', '?'))[:10]}" if prov else "-"
         if isinstance(res, Exception):
@@ -184,6 +187,18 @@ def add_replay_parser(sub) -> None:
     r.add_argument("--json", action="store_true")
 
 
+def _jobs(text: str) -> int:
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 64:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number of processes in 1..64, got {shown(text)}")
+    return n
+
+
 def add_verify_parser(sub) -> None:
     """``wgref verify``: every hardware fixture."""
     v = sub.add_parser("verify", help="replay every hardware fixture through refmodel")
@@ -193,5 +208,7 @@ def add_verify_parser(sub) -> None:
     v.add_argument("--full", action="store_true", help="check everything (the default; kept as an alias)")
     v.add_argument("--feature", action="append", help="only this feature (repeatable)")
     v.add_argument("--fixtures", default=None, help="fixtures directory (default: the package's)")
+    v.add_argument("--jobs", type=_jobs, default=None,
+                   help="worker processes replaying fixtures (default: the CPUs, at most 4; 1: this process only)")
     v.add_argument("--json", action="store_true")
 
