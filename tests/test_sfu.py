@@ -238,3 +238,23 @@ def test_cli_sfu(capsys):
     assert main(["sfu", "div.full.f32", "1"]) == 2
     assert main(["sfu", "tanh.approx.bf16", "1"]) == 2
     assert main(["sfu", "sin.approx.f32", "0x3f800000", "--json"]) == 0
+
+
+@pytest.mark.parametrize("name", ["ex2.approx.f16x2", "ex2.approx.ftz.bf16x2", "tanh.approx.f16x2",
+                                  "tanh.approx.bf16x2", "ex2.approx.f16", "tanh.approx.bf16"])
+def test_table_sweep_equals_the_direct_sweep(name):
+    """The sweep of a 16-bit or two-halves form looks its outputs up in a table of the 65536 halves:
+    the chunk sums equal the loop that runs the model on every input word, and a two-halves form's
+    model is its half form's on each half (the table's premise)."""
+    from refmodel.numerics.sfu.unit import HALVES, UNARY_CODE, _sweep_sums_direct, sfu, sweep_sums
+
+    code = UNARY_CODE[name]
+    bits = 16 if name not in HALVES else 32
+    chunks = [0x3C, 0xFF] if bits == 32 else [0x00]
+    assert np.array_equal(sweep_sums(code, chunks, bits, 0), _sweep_sums_direct(code, chunks, bits, 0))
+    if name in HALVES:
+        w = np.random.default_rng(34).integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+        half = HALVES[name]
+        lo = sfu(half, (w & 0xFFFF).astype(np.uint16)).view(np.uint16).astype(np.uint32)
+        hi = sfu(half, (w >> 16).astype(np.uint16)).view(np.uint16).astype(np.uint32)
+        assert np.array_equal(sfu(name, w).view(np.uint32), lo | (hi << 16))

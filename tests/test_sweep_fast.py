@@ -22,3 +22,19 @@ def test_encode_f32_fast_equals_round_to_format(fmt, saturate, relu, request):
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (f"{bad.size} differ; first x=0x{int(bits[bad[0]]):08x}: fast 0x{int(got[bad[0]]):x}, "
                            f"round_to_format 0x{int(want[bad[0]]):x}")
+
+
+def test_chunk_digest_is_sha256_of_the_bytes():
+    """Constant chunks take a remembered digest: it must be the sha256 of those very bytes, per value,
+    size and dtype; other chunks are hashed."""
+    import hashlib
+
+    from refmodel.numerics.sweep import chunk_digest
+
+    for buf in (np.zeros(1000, np.uint8), np.full(1000, 0x7E, np.uint8), np.full(999, 0x7E, np.uint8),
+                np.full(500, 0x7E, np.uint16), np.arange(1000, dtype=np.uint8), np.zeros(0, np.uint8)):
+        for _ in range(2):
+            assert chunk_digest(buf) == hashlib.sha256(buf.tobytes()).hexdigest()
+    one = np.zeros(1000, np.uint8)
+    one[999] = 1
+    assert chunk_digest(one) == hashlib.sha256(one.tobytes()).hexdigest()
