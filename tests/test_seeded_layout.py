@@ -213,3 +213,50 @@ def test_the_recorder_end_to_end_on_host_runners(tmp_path, monkeypatch):
 
     monkeypatch.setattr(lr, "LayoutRunner", WrongGenerator)
     assert rec.main(["--out", str(tmp_path / "bad")]) == 1
+
+
+def test_batched_wgmma_registers_equal_the_case_by_case_machine():
+    """refmodel.machine.wgmma.wgmma_registers_batch (one numerics call a job) against
+    wgmma_registers case by case, on jobs of the recorded layout plan (SS and RS, imm-trans, imm-scale,
+    scale-d, refused descriptors): the same registers, the same refused cases."""
+    import json
+
+    from refmodel.errors import InputError
+    from refmodel.verify.fixtures import default_root
+    from refmodel.verify.replay_layouts import wgmma_model, wgmma_model_batch
+    from refmodel.verify.seeded_layout import layout_cases
+
+    man = json.loads((default_root() / "device_model" / "manifest.json").read_text())
+    meta = next(e["meta"] for e in man["entries"] if e["kind"] == "device_model_layout")
+    jobs = meta["jobs"]
+    picked = {}
+    for jb in jobs:          # one job of each (rs, trans, imm) kind, with refusals among them
+        v = jb["variant"]
+        picked.setdefault((v[1], v[2], v[3], v[4], v[5]), jb)
+    assert len(picked) >= 4 and any(jb["undefined"] for jb in picked.values())
+    n_refused = 0
+    for jb in picked.values():
+        v = tuple(jb["variant"])
+        C = min(int(jb["cases"]), 96)
+        x = layout_cases(v, meta["seed"], jb["batch"], int(jb["cases"]), size=meta["image"])
+        x = {k: x[k][:C] for k in ("images", "desc_a", "desc_b", "a_regs", "c_regs", "scale_d")}
+        got, refused = wgmma_model_batch(v, x, jb["base"])
+        n_refused += len(refused)
+        bases = np.full(1, jb["base"], np.uint32)
+        for i in range(C):
+            one = {k: x[k][i:i + 1] for k in x}
+            try:
+                want = wgmma_model(v, one, bases)[0]
+            except InputError:
+                assert i in refused and not got[i].any(), (v, i)
+                continue
+            assert i not in refused and np.array_equal(got[i], want), (v, i)
+    assert n_refused > 0
+
+
+def test_compiled_mix_is_the_formula():
+    from refmodel.verify.seeded_layout import mix, mix_formula
+
+    z = np.random.default_rng(34).integers(0, 1 << 63, (3, 5000), dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    z[0, :4] = [0, 1, (1 << 64) - 1, 0x9E3779B97F4A7C15]
+    assert np.array_equal(mix(z), mix_formula(z)) and mix(z).shape == z.shape

@@ -125,4 +125,63 @@ def wgmma_registers(instr: str, smem, a, b_desc, c_regs=None, *, smem_base: int 
     return pack_accumulator(d, form.dtype_d)
 
 
-__all__ = ["wgmma_smem", "wgmma_registers", "read_operand"]
+def wgmma_registers_batch(instr: str, images, a, b_descs, c_regs=None, *, smem_bases, scale_d=True,
+                          imm_scale_a: int = 1, imm_scale_b: int = 1, imm_trans_a: int = 0,
+                          imm_trans_b: int = 0) -> tuple[np.ndarray, dict[int, InputError]]:
+    """:func:`wgmma_registers` for C cases of one form at once (one numerics call for all of them).
+
+    ``images`` (C, S) uint8 shared-memory images, ``smem_bases`` (C,) their shared addresses; ``a``
+    (C,) descriptors (SS) or (C, 128, 4) A registers (RS); ``b_descs`` (C,); ``c_regs`` (C, 128, regs)
+    or None (zeros); ``scale_d`` one flag or (C,) flags.  Returns (D registers (C, 128, regs),
+    refused): a case that :func:`wgmma_registers` refuses (a descriptor reading outside its image, a
+    misaligned base) is refused alone, its error under its index in ``refused`` and its rows zero;
+    every other case's registers are :func:`wgmma_registers`'s (tests hold the two equal)."""
+    form = parse_wgmma(check_instr("instr", instr, EXAMPLE_INSTR))
+    ta, tb = _flag("imm_trans_a", imm_trans_a), _flag("imm_trans_b", imm_trans_b)
+    imgs = as_array("images", images)
+    bd = list(b_descs)                       # 64-bit descriptors: Python ints (or MatrixDescriptor)
+    C = len(bd)
+    if imgs.ndim != 2 or imgs.dtype != np.uint8 or imgs.shape[0] != C:
+        raise DTypeError(f"images must be a uint8 array of shape (C, bytes) with C = {C} cases, got "
+                         f"{imgs.dtype.name} {imgs.shape}")
+    regs_a = isinstance(a, np.ndarray) and a.ndim == 3
+    if regs_a and ta:
+        raise InputError("imm_trans_a applies only when A is in shared memory; A from registers has no transpose")
+    descs_a = None if regs_a else list(a)
+    if (regs_a and a.shape != (C, 128, 4)) or (not regs_a and len(descs_a) != C):
+        raise InputError(f"a must be {C} descriptors or A registers of shape ({C}, 128, 4)")
+    bases = np.asarray(smem_bases).reshape(-1)
+    if bases.size != C:
+        raise InputError(f"smem_bases must hold one shared address a case ({C}), got {bases.size}")
+    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (C,))
+    keep, mats_a, mats_b, refused = [], [], [], {}
+    for i in range(C):
+        try:
+            am, bm = _operands(form, imgs[i], None if regs_a else _desc("A descriptor", descs_a[i]),
+                               _desc("B descriptor", bd[i]), int(bases[i]), ta, tb)
+        except InputError as e:
+            refused[i] = e
+            continue
+        keep.append(i)
+        mats_a.append(am)
+        mats_b.append(bm)
+    d_regs = np.zeros((C, 128, pack_accumulator(np.zeros((M, form.n), element_dtype(form.dtype_d)),
+                                                form.dtype_d).shape[-1]), np.uint32)
+    if not keep:
+        return d_regs, refused
+    idx = np.array(keep)
+    if regs_a:
+        a_all = unpack_a_fragment(check_registers("A registers", a[idx]), form.dtype_a)
+    else:
+        a_all = np.stack(mats_a)
+    if c_regs is None:
+        c = np.zeros((idx.size, M, form.n), element_dtype(form.dtype_d))
+    else:
+        c = np.array(unpack_accumulator(as_array("c_regs", c_regs)[idx], form.n, form.dtype_d))
+    c[~sd[idx]] = 0                          # scale-d = 0: C is +0
+    d = _wgmma_math(form.instr, a_all, np.stack(mats_b), c, imm_scale_a=imm_scale_a, imm_scale_b=imm_scale_b)
+    d_regs[idx] = pack_accumulator(d, form.dtype_d)
+    return d_regs, refused
+
+
+__all__ = ["wgmma_smem", "wgmma_registers", "wgmma_registers_batch", "read_operand"]

@@ -221,8 +221,7 @@ def replay_device_model_layout(meta: dict[str, Any], arrays: dict[str, np.ndarra
 
 
 def _replay_layout_jobs(meta: dict[str, Any], jobs: list, port: np.ndarray, hw: np.ndarray, full: bool) -> Result:
-    from ..errors import InputError
-    from .replay_layouts import wgmma_model
+    from .replay_layouts import wgmma_model_batch
     from .seeded_layout import layout_cases
 
     total = Result(0, 0)
@@ -234,16 +233,10 @@ def _replay_layout_jobs(meta: dict[str, Any], jobs: list, port: np.ndarray, hw: 
         v = tuple(jb["variant"])
         C, base = int(jb["cases"]), int(jb["base"])
         x = layout_cases(v, meta["seed"], jb["batch"], C, size=meta["image"])
-        bases = np.full(1, base, np.uint32)
-        regs, refused = [], []
-        for i in range(C):
-            one = {k: x[k][i:i + 1] for k in ("images", "desc_a", "desc_b", "a_regs", "c_regs", "scale_d")}
-            try:
-                regs.append(wgmma_model(v, one, bases)[0])
-            except InputError:
-                refused.append(i)
+        d_all, errors = wgmma_model_batch(v, x, base)
+        refused = sorted(errors)
         skipped += len(refused)
-        d = np.stack(regs) if regs else np.zeros((0,) + x["c_regs"].shape[1:], np.uint32)
+        d = d_all[np.setdiff1d(np.arange(C), refused)]
         raw = np.ascontiguousarray(d.astype(np.uint32), dtype="<u4")
         got = hashlib.sha256(raw.tobytes()).digest()
         what = f"job {j} ({v[0]} rs={int(v[1])} trans={v[2]},{v[3]} imm={v[4]},{v[5]} batch {jb['batch']})"

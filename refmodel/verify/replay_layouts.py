@@ -54,6 +54,22 @@ def wgmma_model(variant: tuple, arrays: dict[str, np.ndarray], bases: np.ndarray
         dmod.BASE_OFFSET_RULE = old
 
 
+def wgmma_model_batch(variant: tuple, arrays: dict[str, np.ndarray], base: int):
+    """:func:`wgmma_model` for C cases at one shared base, in one numerics call
+    (:func:`refmodel.machine.wgmma.wgmma_registers_batch`): (D registers (C, 128, regs), refused cases
+    {index: error}; a refused case's registers are zero)."""
+    from ..machine.wgmma import wgmma_registers_batch
+
+    instr, rs, ta, tb, sa, sb = variant
+    C = arrays["images"].shape[0]
+    shift = int(base) >> 4
+    a = np.asarray(arrays["a_regs"][:C]) if rs else [int(d) + shift for d in arrays["desc_a"][:C]]
+    b = [int(d) + shift for d in arrays["desc_b"][:C]]
+    return wgmma_registers_batch(instr, arrays["images"], a, b, arrays["c_regs"][:C],
+                                 smem_bases=np.full(C, int(base), np.int64), scale_d=arrays["scale_d"][:C].astype(bool),
+                                 imm_scale_a=sa, imm_scale_b=sb, imm_trans_a=ta, imm_trans_b=tb)
+
+
 def epilogue_model(cfg: tuple, arrays: dict[str, np.ndarray], bases: np.ndarray):
     """(images, stmatrix addresses) of the epilogue for C accumulators (C, 128, N/2)."""
     from ..machine.epilogue import epilogue_stmatrix
