@@ -258,3 +258,18 @@ def test_table_sweep_equals_the_direct_sweep(name):
         lo = sfu(half, (w & 0xFFFF).astype(np.uint16)).view(np.uint16).astype(np.uint32)
         hi = sfu(half, (w >> 16).astype(np.uint16)).view(np.uint16).astype(np.uint32)
         assert np.array_equal(sfu(name, w).view(np.uint32), lo | (hi << 16))
+
+
+@pytest.mark.parametrize("name,bits", [("ex2.approx.ftz.f32", 32), ("sin.approx.f32", 32), ("rsqrt.approx.f64", 64)])
+def test_sweep_sums_are_the_digest_of_the_model_outputs(name, bits):
+    """A sweep's chunk sum (block by block through the map kernel) is the digest (digest.py) of the
+    model's outputs on that chunk's words, computed through the public sfu()."""
+    from refmodel.numerics.sfu.digest import digest_array
+    from refmodel.numerics.sfu.unit import UNARY_CODE, sweep_sums
+    from refmodel.numerics.sfu.unit import sfu
+
+    c, lo = 0x3F, 0x9E3779B9
+    i = (np.uint64(c) << np.uint64(24)) + np.arange(1 << 24, dtype=np.uint64)
+    words = i.astype(np.uint32) if bits == 32 else (i << np.uint64(32)) | np.uint64(lo)
+    want = digest_array(sfu(name, words), c << 24)
+    assert int(sweep_sums(UNARY_CODE[name], [c], bits, lo if bits == 64 else 0)[0]) == want

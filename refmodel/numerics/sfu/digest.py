@@ -57,3 +57,36 @@ def digest_array(out: np.ndarray, start: int = 0) -> int:
     o = o.view(np.uint64) if o.dtype.itemsize == 8 else o.astype(np.uint64)
     idx = np.arange(start, start + o.size, dtype=np.uint64)
     return int(keys_sum(idx, o))
+
+
+@numba.njit(cache=True, nogil=True)
+def keys_sum_from(start, out, mask):
+    """Sum of key(start + j, uint64(out[j]) & mask) (mod 2**64): the digest of the int64 outputs of
+    inputs start, start + 1, ... (``mask``: the output word's bits)."""
+    s = np.uint64(0)
+    for j in range(out.size):
+        s += key(start + j, np.uint64(out[j]) & mask)
+    return s
+
+
+def block_sweep(map_kernel, code: int, chunks: np.ndarray, words_of, mask: int) -> np.ndarray:
+    """Chunk sums over inputs i = c << 24 .. (c + 1) << 24 for each chunk c, 2**16 inputs at a time:
+    ``words_of(i)`` the operand words (int64) of inputs ``i``, ``map_kernel(lo, hi, code, words, out)``
+    the model (the same compiled map the API uses: one compile serves both), then the keys."""
+    from ..._parallel import parallel_ranges
+
+    chunks = np.ascontiguousarray(chunks, dtype=np.int64)
+    parts = np.zeros(chunks.size * 256, np.uint64)
+    m = np.uint64(mask)
+
+    def pieces(lo: int, hi: int) -> None:
+        out = np.empty(1 << 16, np.int64)
+        ar = np.arange(1 << 16, dtype=np.int64)
+        for p in range(lo, hi):
+            base = (int(chunks[p >> 8]) << 24) + (p & 255) * (1 << 16)
+            words = np.ascontiguousarray(words_of(ar + base), dtype=np.int64)
+            map_kernel(0, words.size, code, words, out)
+            parts[p] = keys_sum_from(np.int64(base), out, m)
+
+    parallel_ranges(pieces, parts.size)
+    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)

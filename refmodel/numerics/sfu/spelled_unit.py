@@ -11,7 +11,7 @@ import numpy as np
 from numba import literal_unroll
 
 from ..._parallel import parallel_ranges
-from .digest import key
+from .digest import block_sweep, key
 from .spelled import SPELLED
 
 warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental")
@@ -46,20 +46,6 @@ def _map_binary(lo, hi, code, a, b, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_pieces(lo, hi, code, chunks, parts):
-    k = 0
-    for f in literal_unroll(UN_FNS):
-        if k == code:
-            for p in range(lo, hi):
-                s = np.uint64(0)
-                base = (np.int64(chunks[p >> 8]) << 24) + np.int64(p & 255) * (1 << 16)
-                for i in range(base, base + (1 << 16)):
-                    s += key(i, np.uint64(f(i) & 0xFFFFFFFF))
-                parts[p] = s
-        k += 1
-
-
-@numba.njit(cache=True, nogil=True)
 def _pair_pieces(lo, hi, code, a, b, start, step, parts):
     n = a.size
     k = 0
@@ -74,7 +60,8 @@ def _pair_pieces(lo, hi, code, a, b, start, step, parts):
 
 
 def map_unary(code: int, xs: np.ndarray, out: np.ndarray) -> None:
-    parallel_ranges(_map_unary, xs.size, code, xs, out, min_piece=4096)
+    # int64 words: one compiled signature of the map (the sweeps use it too)
+    parallel_ranges(_map_unary, xs.size, code, np.ascontiguousarray(xs, dtype=np.int64), out, min_piece=4096)
 
 
 def map_binary(code: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -82,10 +69,8 @@ def map_binary(code: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None
 
 
 def sweep_sums(code: int, chunks) -> np.ndarray:
-    chunks = np.ascontiguousarray(chunks, dtype=np.int64)
-    parts = np.zeros(chunks.size * 256, np.uint64)
-    parallel_ranges(_sweep_pieces, parts.size, code, chunks, parts)
-    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
+    """Chunk sums of a unary spelling over inputs i = c << 24 .. (the word is i; 32-bit outputs)."""
+    return block_sweep(_map_unary, code, np.ascontiguousarray(chunks, dtype=np.int64), lambda i: i, 0xFFFFFFFF)
 
 
 def pair_sum(code: int, a: np.ndarray, b: np.ndarray, start: int) -> int:

@@ -16,7 +16,7 @@ from numba import literal_unroll
 
 from ..._parallel import parallel_ranges
 from ...errors import DTypeError, InputError, UnmodelledError
-from .digest import key
+from .digest import block_sweep, key
 from .forms import SfuForm, parse_sfu
 from .sequences import BINARY, UNARY
 
@@ -54,27 +54,6 @@ def _map_binary(lo, hi, code, a, b, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_pieces(lo, hi, code, chunks, word_bits, lo_word, parts):
-    """parts[p] for pieces p = lo .. hi of 2**16 inputs each, 256 pieces a chunk (:func:`sweep_sums`)."""
-    k = 0
-    for f in literal_unroll(_UNARY_FNS):
-        if k == code:
-            for p in range(lo, hi):
-                s = np.uint64(0)
-                base = (np.int64(chunks[p >> 8]) << 24) + np.int64(p & 255) * (1 << 16)
-                for i in range(base, base + (1 << 16)):
-                    if word_bits == 64:
-                        w = (i << 32) | lo_word
-                    elif word_bits == 16:
-                        w = i & 0xFFFF
-                    else:
-                        w = i
-                    s += key(i, np.uint64(f(w)) & np.uint64(0xFFFFFFFFFFFFFFFF))
-                parts[p] = s
-        k += 1
-
-
-@numba.njit(cache=True, nogil=True)
 def _pair_pieces(lo, hi, code, a, b, start, step, parts):
     """parts[p] for pieces p = lo .. hi of ``step`` pairs each (:func:`pair_sum`)."""
     n = a.size
@@ -101,8 +80,8 @@ HALVES = {"ex2.approx.f16x2": "ex2.approx.f16", "ex2.approx.ftz.bf16x2": "ex2.ap
 
 @numba.njit(cache=True, nogil=True)
 def _table_sweep_pieces(lo, hi, chunks, table, pair, parts):
-    """:func:`_sweep_pieces` of a form whose output is a function of 16-bit halves: ``table[h]`` is
-    the model's output for half h (all 65536 of them), looked up for each input."""
+    """Chunk-sum pieces (2**16 inputs each, 256 a chunk) of a form whose output is a function of 16-bit
+    halves: ``table[h]`` is the model's output for half h (all 65536 of them), looked up for each input."""
     for p in range(lo, hi):
         s = np.uint64(0)
         base = (np.int64(chunks[p >> 8]) << 24) + np.int64(p & 255) * (1 << 16)
@@ -115,31 +94,37 @@ def _table_sweep_pieces(lo, hi, chunks, table, pair, parts):
         parts[p] = s
 
 
+def _words(word_bits: int, lo_word: int):
+    """The operand words (int64) of sweep inputs i: i, i & 0xffff, or (i << 32) | lo (f64 high words)."""
+    if word_bits == 64:
+        return lambda i: ((i.astype(np.uint64) << np.uint64(32)) | np.uint64(lo_word)).view(np.int64)
+    if word_bits == 16:
+        return lambda i: i & 0xFFFF
+    return lambda i: i
+
+
 def sweep_sums(code: int, chunks, word_bits: int, lo: int) -> np.ndarray:
     """Chunk sums (:mod:`.digest`) of a unary form over inputs i = c << 24 .. for each chunk c;
     the operand word is i (32-bit forms), i & 0xffff (16-bit forms) or (i << 32) | lo (f64).
     A 16-bit form, or a two-halves form (:data:`HALVES`), is evaluated on each of the 65536 half
     words once and looked up for every input (the same outputs: tests hold it to the direct loop)."""
     chunks = np.ascontiguousarray(chunks, dtype=np.int64)
-    parts = np.zeros(chunks.size * 256, np.uint64)
     name = UNARY[code][0]
     if word_bits == 16 or name in HALVES:
+        parts = np.zeros(chunks.size * 256, np.uint64)
         halves = np.arange(1 << 16, dtype=np.int64)
         table = np.empty(1 << 16, np.int64)
-        parallel_ranges(_map_unary, halves.size, UNARY_CODE[HALVES.get(name, name)], halves, table, min_piece=4096)
+        _map(_map_unary, halves.size, UNARY_CODE[HALVES.get(name, name)], halves, table)
         table = table.view(np.uint64)
         parallel_ranges(_table_sweep_pieces, parts.size, chunks, table, name in HALVES, parts)
-    else:
-        parallel_ranges(_sweep_pieces, parts.size, code, chunks, word_bits, lo, parts)
-    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
+        return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
+    return block_sweep(_map_unary, code, chunks, _words(word_bits, lo), (1 << 64) - 1)
 
 
 def _sweep_sums_direct(code: int, chunks, word_bits: int, lo: int) -> np.ndarray:
     """:func:`sweep_sums` evaluating the form on every input word (the tests' reference)."""
-    chunks = np.ascontiguousarray(chunks, dtype=np.int64)
-    parts = np.zeros(chunks.size * 256, np.uint64)
-    parallel_ranges(_sweep_pieces, parts.size, code, chunks, word_bits, lo, parts)
-    return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
+    return block_sweep(_map_unary, code, np.ascontiguousarray(chunks, dtype=np.int64), _words(word_bits, lo),
+                       (1 << 64) - 1)
 
 
 def pair_sum(code: int, a: np.ndarray, b: np.ndarray, start: int) -> int:
@@ -191,7 +176,8 @@ def sfu(op: str, x, y=None):
     if y is None:
         xs = np.ascontiguousarray(xw).reshape(-1)
         out = np.empty(xs.size, np.int64)
-        _map(_map_unary, xs.size, UNARY_CODE[form.instr], xs.astype(np.int64) if word == np.uint64 else xs, out)
+        # int64 words whatever the word size: one compiled signature of the map (the sweeps use it too)
+        _map(_map_unary, xs.size, UNARY_CODE[form.instr], xs.astype(np.int64), out)
         res = out.astype(word).reshape(np.shape(xw)) if word != np.uint64 else out.view(np.uint64).reshape(np.shape(xw))
     else:
         yw, _ = _operand("y", y, form)
