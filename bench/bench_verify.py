@@ -39,6 +39,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=None,
                     help="worker processes (default: wgref verify's, refmodel.verify.workers.default_jobs; 1: this process)")
     ap.add_argument("--threads", type=int, default=None, help="numba threads of each worker (default: cores / jobs)")
+    ap.add_argument("--out", default=None, help="also write the numbers as JSON here (bench/results/verify/)")
+    ap.add_argument("--cache", choices=("warm", "cold"), default=None,
+                    help="label the run's numba cache (cold: run after deleting refmodel's *.nbi/*.nbc)")
     args = ap.parse_args(argv)
     from refmodel.verify.fixtures import default_root
     from refmodel.verify.replay import load_plugins, verify_all
@@ -78,6 +81,23 @@ def main(argv=None) -> int:
     if len(busy) > 1:
         print("worker busy seconds: " + ", ".join(f"{t:.1f}" for t in sorted(busy.values(), reverse=True)))
     print(f"{'TOTAL (wall)':<14} {total:8.1f}   mismatches/errors: {bad}")
+    if args.out:
+        import json
+        from datetime import datetime, timezone
+
+        import numba
+        import numpy
+
+        rec = {"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+               "vector_extensions": _cpu_flags(), "jobs": jobs, "threads": args.threads, "cache": args.cache,
+               "quick": args.quick, "features": args.feature, "wall_seconds": round(total, 2),
+               "replay_seconds": {f: round(t, 2) for f, t in sorted(seconds.items(), key=lambda kv: -kv[1])},
+               "worker_busy_seconds": sorted((round(t, 2) for t in busy.values()), reverse=True),
+               "outputs": sum(outputs.values()), "mismatches_or_errors": bad,
+               "load_average_1_5_15": list(os.getloadavg()), "numba": numba.__version__, "numpy": numpy.__version__,
+               "python": platform.python_version(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(rec, indent=1) + "\n")
     return 0 if bad == 0 else 1
 
 

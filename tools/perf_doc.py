@@ -32,6 +32,38 @@ def _cpu_gemm_row(path: Path) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def verify_section() -> str:
+    """The main job's time (``bench/bench_verify.py``): every stored run under bench/results/verify."""
+    import re
+
+    runs = sorted((ROOT / "bench/results/verify").glob("*.json"))
+    rows = []
+    for path in runs:
+        r = json.loads(path.read_text())
+        top = ", ".join(f"{f} {t:.0f}" for f, t in list(r["replay_seconds"].items())[:5])
+        rows.append(f"| `{path.name}` | {r.get('cache') or '?'} | {r['jobs']} | **{r['wall_seconds']:.1f}** | "
+                    f"{' / '.join(f'{t:.0f}' for t in r['worker_busy_seconds'])} | {top} | {r['outputs']:,} | "
+                    f"{r['mismatches_or_errors']} | {r['load_average_1_5_15'][0]:.2f}, {r['date'][:16]} |")
+    base = (ROOT / "bench/results/verify/bench_verify_2core.txt").read_text()
+    before = re.search(r"^TOTAL\s+([\d.]+)", base, re.M).group(1)
+    host = json.loads(runs[-1].read_text()) if runs else {}
+    return f"""## The main job (`bench/bench_verify.py`, this project's 2-core machine)
+
+`wgref verify` replays every fixture: every stored hardware output, the six 2^32-input cvt sweeps, the
+verification calls of every inferred schedule re-drawn from their seeds, the SFU sweeps on their chunks. It runs
+the fixtures on worker processes (`--jobs`, default the CPUs up to 4; `refmodel.verify.workers`) and reports them
+in the serial order, the same report as one process. The machine: {host.get('host', '?')}, {host.get('cpus', '?')} cores ({host.get('vector_extensions', '?')}),
+numba {host.get('numba', '?')}; *cold* runs follow deleting refmodel's numba cache (what a fresh clone or venv
+sees: every kernel compiles), *warm* ones reuse it. Before this work the same machine took {before} s warm
+in one process (`bench_verify_2core.txt`). The machine is a shared VM: back-to-back warm runs moved by about
+±10 %.
+
+| run | cache | jobs | wall s | worker busy s | slowest features (replay s) | outputs | mismatches | load, date |
+|---|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+"""
+
+
 def _kernel_row(r: dict, rerun) -> str:
     """One row of the FP8 GEMM kernel table (fields a run recorded; '-' where it did not)."""
     blk = r.get("recipe") == "blockwise"
@@ -203,6 +235,7 @@ the same run:
 |---|---|---|---|---|---|---|---|
 {cpu_runs}
 
+{verify_section()}
 ## The FP8 GEMM kernel vs cuBLAS (`bench/bench_gemm_kernel.py`, H200)
 
 Each config timed beside `torch._scaled_mm` in alternating batches of about 40 ms (`_time_pair`: the
