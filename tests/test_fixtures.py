@@ -208,7 +208,7 @@ def test_summary_counts_and_names_unreadable_fixtures(tmp_path, capsys):
 
 def test_verify_default_checks_everything(monkeypatch, capsys):
     """The default replays every stored output (full=True); --quick is the named subset."""
-    import refmodel.verify.replay as rp
+    import refmodel.verify.workers as wk
 
     seen = []
 
@@ -216,7 +216,7 @@ def test_verify_default_checks_everything(monkeypatch, capsys):
         seen.append(full)
         return iter([])
 
-    monkeypatch.setattr(rp, "verify_all", fake_verify_all)
+    monkeypatch.setattr(wk, "verify_all", fake_verify_all)
     for argv, want in ((["verify"], True), (["verify", "--full"], True), (["verify", "--quick"], False)):
         cli_main(argv)
         assert seen[-1] is want, argv

@@ -7,8 +7,7 @@ import pytest
 
 from refmodel.verify import replay_sfu
 from refmodel.verify.fixtures import FixtureError, default_root, write_index
-from refmodel.verify.replay import verify_all
-from refmodel.verify.workers import ReplayError, _init, _rebuild, default_jobs
+from refmodel.verify.workers import ReplayError, _init, _rebuild, default_jobs, verify_all
 from wgref.cli import main as cli_main
 
 ROOT = default_root()

@@ -258,23 +258,18 @@ def manifest_rows(root: Path, features: list[str] | None):
 
 
 def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
-               index: bool = True, jobs: int = 1):
+               index: bool = True):
     """Yield (feature, entry, Result or Exception) for every fixture under root.
 
     First the tree is checked against INDEX.json (``index``): each problem is a row whose
     entry names the missing/changed thing.  Then every manifest entry is replayed; an
     unreadable manifest, a refused file or a replayer error is a row with an exception,
     never a traceback.  A complete replay that checks fewer outputs than the entry's
-    ``cases`` is an error too.  ``jobs`` > 1 replays the entries in that many worker processes
-    (:mod:`refmodel.verify.workers`); the rows come in the same order either way.
+    ``cases`` is an error too.  In this process, one entry after another;
+    :func:`refmodel.verify.workers.verify_all` gives the same rows from worker processes.
     """
     load_plugins()
     root = Path(root) if root is not None else default_root()
-    if jobs > 1:
-        from .workers import verify_parallel
-
-        yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs)
-        return
     if index:
         yield from index_rows(root, features)
     for feature, directory, entry, err in manifest_rows(root, features):

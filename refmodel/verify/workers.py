@@ -99,6 +99,22 @@ def _bar(total: int, enabled: bool):
     return tqdm(total=total, desc="fixtures", unit="fixture", file=sys.stderr, leave=False)
 
 
+def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
+               index: bool = True, jobs: int = 1) -> Iterator[tuple[str, dict, Any]]:
+    """:func:`refmodel.verify.replay.verify_all`'s rows (feature, entry, Result or Exception), the
+    entries replayed by ``jobs`` worker processes (1: in this process); the same rows, in the same order,
+    either way (``wgref verify --jobs``)."""
+    from .fixtures import default_root
+    from .replay import load_plugins, verify_all as verify_serial
+
+    if jobs <= 1:
+        yield from verify_serial(root, full=full, features=features, progress=progress, index=index)
+        return
+    load_plugins()
+    root = Path(root) if root is not None else default_root()
+    yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs)
+
+
 def verify_parallel(root: Path, *, full: bool, features: list[str] | None, progress: bool, index: bool,
                     jobs: int, threads: int | None = None) -> Iterator[tuple[str, dict, Any]]:
     """:func:`refmodel.verify.replay.verify_all`'s rows, the entries replayed by ``jobs`` worker

@@ -39,7 +39,7 @@ def cmd_diff(args) -> int:
 def cmd_verify(args) -> int:
     """Replay every fixture (default: every stored output, the 2^32 sweeps recomputed)."""
     from refmodel.verify.fixtures import default_root, FIXTURE_ROOT_ENV
-    from refmodel.verify.replay import verify_all
+    from refmodel.verify.workers import default_jobs, verify_all
 
     root = args.fixtures or default_root()
     from pathlib import Path
@@ -56,8 +56,6 @@ def cmd_verify(args) -> int:
     rows, scopes = [], []
     t0 = time.time()
     progress = (not args.json) and sys.stderr.isatty()
-    from refmodel.verify.workers import default_jobs
-
     jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
     for feature, entry, res in verify_all(root, full=full, features=args.feature, progress=progress, jobs=jobs):
         prov = entry.get("provenance") or {}
