@@ -39,7 +39,11 @@ def test_replay_every_fixture_bit_exact(feature):
     For the cvt sweeps this recomputes all 2**32 float32 inputs per form (chunk hashes)."""
     # the default: everything, but the SFU sweeps (about 30 s a form for all 2**32 inputs) on the quick chunks;
     # wgref verify --sfu-exhaustive recomputes them all
-    rows = list(verify_all(ROOT, features=[feature], full=feature != "sfu"))
+    # the features of many long entries replay on worker processes, as wgref verify does
+    from refmodel.verify import workers
+
+    jobs = workers.default_jobs() if feature in ("schedules", "device_model") else 1
+    rows = list(workers.verify_all(ROOT, features=[feature], full=feature != "sfu", jobs=jobs))
     assert rows
     for _, entry, res in rows:
         assert not isinstance(res, Exception), f"{entry['file']}: {res}"
