@@ -29,7 +29,7 @@ def test_workers_give_the_serial_rows_in_order(tmp_path):
         fh.write(b"tampered")
     write_index(root)
     serial = [_row(*r) for r in verify_all(root, jobs=1)]
-    parallel = [_row(*r) for r in verify_all(root, jobs=2)]
+    parallel = [_row(*r) for r in verify_all(root, jobs=2, min_seconds=0)]
     assert parallel == serial
     assert ("torch", "scaled_mm_128x256x1024.npz", "FixtureError", "sha256 mismatch") in parallel
     assert sum(r[2] for r in serial if isinstance(r[2], int) and len(r) > 4) > 0
@@ -63,3 +63,18 @@ def test_jobs_must_be_a_process_count(bad, capsys):
         cli_main(["verify", "--jobs", bad])
     assert ex.value.code == 2
     assert "--jobs must be a whole number of processes in 1..64" in capsys.readouterr().err
+
+
+def test_a_small_tree_replays_in_this_process(tmp_path, monkeypatch):
+    """A few short fixtures are not worth starting workers: the rows come from this process."""
+    import refmodel.verify.workers as wk
+
+    root = tmp_path / "fx"
+    shutil.copytree(ROOT / "torch", root / "torch")
+    write_index(root)
+
+    def no_pool(*a, **k):
+        raise AssertionError("a worker pool was started")
+    monkeypatch.setattr(wk, "ProcessPoolExecutor", no_pool)
+    rows = list(wk.verify_all(root, jobs=2))
+    assert rows and all(not isinstance(r, Exception) and r.mismatches == 0 for _, _, r in rows)

@@ -35,6 +35,10 @@ COST_HINTS: dict[str, float] = {
 SEPARATE_KERNELS = ("cvt_sweep", "cvt", "sfu_forms", "sfu_spellings", "sfu_pairs")
 
 
+#: below this many estimated replay seconds the entries replay in this process (a small fixture tree)
+MIN_PARALLEL_SECONDS = 8.0
+
+
 class ReplayError(Exception):
     """An error a worker's replay ended with, rebuilt in the parent (its class name and message)."""
 
@@ -100,7 +104,8 @@ def _bar(total: int, enabled: bool):
 
 
 def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
-               index: bool = True, jobs: int = 1) -> Iterator[tuple[str, dict, Any]]:
+               index: bool = True, jobs: int = 1,
+               min_seconds: float = MIN_PARALLEL_SECONDS) -> Iterator[tuple[str, dict, Any]]:
     """:func:`refmodel.verify.replay.verify_all`'s rows (feature, entry, Result or Exception), the
     entries replayed by ``jobs`` worker processes (1: in this process); the same rows, in the same order,
     either way (``wgref verify --jobs``)."""
@@ -112,18 +117,32 @@ def verify_all(root=None, *, full: bool = True, features: list[str] | None = Non
         return
     load_plugins()
     root = Path(root) if root is not None else default_root()
-    yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs)
+    yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs,
+                               min_seconds=min_seconds)
 
 
 def verify_parallel(root: Path, *, full: bool, features: list[str] | None, progress: bool, index: bool,
-                    jobs: int, threads: int | None = None) -> Iterator[tuple[str, dict, Any]]:
+                    jobs: int, threads: int | None = None,
+                    min_seconds: float = MIN_PARALLEL_SECONDS) -> Iterator[tuple[str, dict, Any]]:
     """:func:`refmodel.verify.replay.verify_all`'s rows, the entries replayed by ``jobs`` worker
-    processes with ``threads`` numba threads each (default: the CPUs over the workers, at least 1)."""
+    processes with ``threads`` numba threads each (default: the CPUs over the workers, at least 1);
+    in this process when the entries' estimated seconds (:data:`COST_HINTS`, 0.5 for other kinds)
+    are below ``min_seconds`` (a worker takes about a second to start)."""
     from . import replay_sfu
     from .replay import index_rows, manifest_rows
 
     rows = list(manifest_rows(root, features))
     todo = [i for i, r in enumerate(rows) if r[3] is None]
+    estimate = sum(COST_HINTS.get(str(rows[i][2].get("kind")), 0.5) for i in todo)
+    if len(todo) < 2 or estimate < min_seconds:    # too little to share out: starting workers costs more
+        from .replay import _replay_entry
+
+        if index:
+            yield from index_rows(root, features)
+        for feature, directory, entry, err in rows:
+            yield feature, entry, err if err is not None else _replay_entry(directory, entry, full=full,
+                                                                                  progress=progress)
+        return
     if threads is None:
         threads = max(1, default_jobs() // max(1, jobs)) if jobs <= default_jobs() else 1
     settings = {"threads": threads, "sfu_exhaustive": bool(replay_sfu.EXHAUSTIVE)}
