@@ -43,9 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", choices=("warm", "cold"), default=None,
                     help="label the run's numba cache (cold: run after deleting refmodel's *.nbi/*.nbc)")
     args = ap.parse_args(argv)
-    from refmodel.verify.fixtures import default_root
-    from refmodel.verify.replay import load_plugins, verify_all
-    from refmodel.verify.workers import default_jobs, verify_parallel
+    from refmodel.verify.workers import default_jobs, verify_all
 
     jobs = default_jobs() if args.jobs is None else max(1, args.jobs)
     print(f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {_cpu_flags()}")
@@ -56,12 +54,7 @@ def main(argv=None) -> int:
     busy: dict[int, float] = defaultdict(float)
     bad = 0
     t0 = time.perf_counter()
-    if jobs > 1:
-        load_plugins()
-        rows = verify_parallel(default_root(), full=not args.quick, features=args.feature, progress=False,
-                               index=True, jobs=jobs, threads=args.threads)
-    else:
-        rows = verify_all(full=not args.quick, features=args.feature)
+    rows = verify_all(full=not args.quick, features=args.feature, jobs=jobs, threads=args.threads)
     for feature, _entry, res in rows:
         if isinstance(res, Exception):
             bad += 1

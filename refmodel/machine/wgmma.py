@@ -20,7 +20,8 @@ from ..limits import SMEM_ADDRESS
 from ..validate import _describe, as_array, check_flag, check_instr, check_int, check_registers
 from ..errors import DTypeError, InputError
 from ..layouts.descriptor import MatrixDescriptor, operand_addresses
-from ..layouts.fragment import (pack_accumulator, unpack_a_fragment, unpack_accumulator)
+from ..layouts.fragment import (accumulator_layout, pack_accumulator, unpack_a_fragment,
+                                unpack_accumulator)
 from ..numerics.wgmma import wgmma as _wgmma_math
 from ..wgmma_forms import M, WgmmaForm, parse_wgmma
 
@@ -165,8 +166,7 @@ def wgmma_registers_batch(instr: str, images, a, b_descs, c_regs=None, *, smem_b
         keep.append(i)
         mats_a.append(am)
         mats_b.append(bm)
-    d_regs = np.zeros((C, 128, pack_accumulator(np.zeros((M, form.n), element_dtype(form.dtype_d)),
-                                                form.dtype_d).shape[-1]), np.uint32)
+    d_regs = np.zeros((C,) + accumulator_layout(form.n, form.dtype_d)[0].shape[:2], np.uint32)
     if not keep:
         return d_regs, refused
     idx = np.array(keep)

@@ -270,9 +270,16 @@ def verify_all(root=None, *, full: bool = True, features: list[str] | None = Non
     """
     load_plugins()
     root = Path(root) if root is not None else default_root()
+    yield from replay_rows(root, manifest_rows(root, features), features=features, full=full, progress=progress,
+                           index=index)
+
+
+def replay_rows(root: Path, rows, *, features: list[str] | None, full: bool, progress: bool, index: bool):
+    """:func:`verify_all`'s rows in this process, from :func:`manifest_rows`' ``rows``: the index's
+    problems (``index``), then each entry's Result or error."""
     if index:
         yield from index_rows(root, features)
-    for feature, directory, entry, err in manifest_rows(root, features):
+    for feature, directory, entry, err in rows:
         yield feature, entry, err if err is not None else _replay_entry(directory, entry, full=full, progress=progress)
 
 

@@ -104,11 +104,12 @@ def _bar(total: int, enabled: bool):
 
 
 def verify_all(root=None, *, full: bool = True, features: list[str] | None = None, progress: bool = False,
-               index: bool = True, jobs: int = 1,
+               index: bool = True, jobs: int = 1, threads: int | None = None,
                min_seconds: float = MIN_PARALLEL_SECONDS) -> Iterator[tuple[str, dict, Any]]:
     """:func:`refmodel.verify.replay.verify_all`'s rows (feature, entry, Result or Exception), the
-    entries replayed by ``jobs`` worker processes (1: in this process); the same rows, in the same order,
-    either way (``wgref verify --jobs``)."""
+    entries replayed by ``jobs`` worker processes (1: in this process; ``threads``: numba threads of
+    each, see :func:`verify_parallel`); the same rows, in the same order, either way
+    (``wgref verify --jobs``)."""
     from .fixtures import default_root
     from .replay import load_plugins, verify_all as verify_serial
 
@@ -118,7 +119,7 @@ def verify_all(root=None, *, full: bool = True, features: list[str] | None = Non
     load_plugins()
     root = Path(root) if root is not None else default_root()
     yield from verify_parallel(root, full=full, features=features, progress=progress, index=index, jobs=jobs,
-                               min_seconds=min_seconds)
+                               threads=threads, min_seconds=min_seconds)
 
 
 def verify_parallel(root: Path, *, full: bool, features: list[str] | None, progress: bool, index: bool,
@@ -135,13 +136,9 @@ def verify_parallel(root: Path, *, full: bool, features: list[str] | None, progr
     todo = [i for i, r in enumerate(rows) if r[3] is None]
     estimate = sum(COST_HINTS.get(str(rows[i][2].get("kind")), 0.5) for i in todo)
     if len(todo) < 2 or estimate < min_seconds:    # too little to share out: starting workers costs more
-        from .replay import _replay_entry
+        from .replay import replay_rows
 
-        if index:
-            yield from index_rows(root, features)
-        for feature, directory, entry, err in rows:
-            yield feature, entry, err if err is not None else _replay_entry(directory, entry, full=full,
-                                                                                  progress=progress)
+        yield from replay_rows(root, rows, features=features, full=full, progress=progress, index=index)
         return
     if threads is None:
         threads = max(1, default_jobs() // max(1, jobs)) if jobs <= default_jobs() else 1
