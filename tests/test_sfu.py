@@ -273,3 +273,44 @@ def test_sweep_sums_are_the_digest_of_the_model_outputs(name, bits):
     words = i.astype(np.uint32) if bits == 32 else (i << np.uint64(32)) | np.uint64(lo)
     want = digest_array(sfu(name, words), c << 24)
     assert int(sweep_sums(UNARY_CODE[name], [c], bits, lo if bits == 64 else 0)[0]) == want
+
+
+# ---------------------------------------------------------------- the fast paths of the datapath
+def test_square17_table_is_the_partial_product_sum():
+    """The squarer's lookup table holds, for every 17-bit x, the masked partial-product sum that
+    defines it (computed by the compiled loop), and fits its uint16 entries."""
+    from refmodel.numerics.sfu.fixed import SQUARE17, square17_bits, square17_scalar
+
+    xs = np.arange(1 << 17)
+    want = np.array([square17_bits(int(x)) for x in xs[::97]] + [square17_bits((1 << 17) - 1)])
+    got = np.array([square17_scalar(int(x)) for x in xs[::97]] + [square17_scalar((1 << 17) - 1)])
+    assert np.array_equal(got, want)
+    loop = np.zeros(1 << 17, np.int64)            # all of them, the partial products summed in numpy
+    for i in range(17):
+        loop += np.where((xs >> i) & 1, xs >> (18 - i), 0)
+    assert np.array_equal(SQUARE17.astype(np.int64), loop >> 1)     # (a uint16 entry that wrapped would differ)
+
+
+def test_normalise_in_one_shift_is_the_loop(request):
+    """Normalising by the top bit's position (count leading zeros) gives the loop's shift and exponent,
+    for zero, every bit width, and values already at or above the target bit."""
+    rng = rng_for(request, "normalise")
+    vals = [0, 1, (1 << 42), (1 << 43) - 1, (1 << 50) + 3]
+    vals += [int(v) >> int(s) for v, s in zip(rng.integers(1, 1 << 62, 3000, dtype=np.int64),
+                                              rng.integers(0, 62, 3000))]
+    for bit in (37, 42):
+        for v in vals:
+            assert mufu._normalise(v, 133, bit) == mufu._normalise_loop(v, 133, bit), (v, bit)
+    for v in vals:
+        if v > 0:
+            assert mufu.bit_length(v) == v.bit_length()
+
+
+def test_tanh_result_shift_is_the_loop(request):
+    """MUFU.TANH keeps 24 significant bits of R: the shift from R's bit length equals counting places."""
+    rng = rng_for(request, "tanh-shift")
+    for r in [0, 1, (1 << 24) - 1, 1 << 24, (1 << 40) + 1] + rng.integers(0, 1 << 41, 2000).tolist():
+        n = 0
+        while (r >> n) >= (1 << 24):
+            n += 1
+        assert (mufu.bit_length(r) - 24 if r >= (1 << 24) else 0) == n

@@ -24,12 +24,22 @@ def square17(x: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def square17_scalar(x):
+def square17_bits(x):
     """:func:`square17` of one integer (branch-free: each partial product masked by its bit)."""
     res = 0
     for i in range(17):
         res += (-((x >> i) & 1)) & (x >> (18 - i))
     return res >> 1
+
+
+#: :func:`square17` of every 17-bit integer (at most 2**15, so uint16: a 256 KiB table)
+SQUARE17 = square17(np.arange(1 << 17)).astype(np.uint16)
+
+
+@numba.njit(cache=True)
+def square17_scalar(x):
+    """:func:`square17` of one 17-bit integer ``x`` (0 <= x < 2**17), looked up in :data:`SQUARE17`."""
+    return np.int64(SQUARE17[x & 0x1FFFF])
 
 
 def fmul_rz_f32(a, b) -> np.ndarray:
