@@ -6,13 +6,14 @@ stresses is in the catalogue (:mod:`refmodel.verify.families`).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ...dtypes import bits_of, element_dtype, from_bits
 from ...errors import InputError
 from ...numerics.sweep import encode_f32_fast
 from ..seeded import FORMATS
-from . import names
+from . import draws, names
 
 _SAFE_EXP = 56                      # wide/subnormal families: |exponent| <= 56 so products stay in f32
 WIDE_TOP = 4                        # the wide family's largest exponent: sums of K <= 2048 products fit f16
@@ -28,14 +29,36 @@ def _uint(width: int):
     return {8: np.uint8, 16: np.uint16, 32: np.uint32}[width]
 
 
-def _compose(dtype: str, sign, efield, man) -> np.ndarray:
-    """Element bits from sign, biased exponent field and mantissa arrays (e4m3's NaN code -> max)."""
+def _compose_formula(dtype: str, sign, efield, man) -> np.ndarray:
+    """Element bits from sign, biased exponent field and mantissa arrays (e4m3's NaN code -> max);
+    numpy formulas (:func:`_compose` is the compiled loop, tested equal)."""
     e, m, w = _fmt(dtype)
     bits = (np.asarray(sign, np.uint64) << np.uint64(e + m)) | (np.asarray(efield, np.uint64) << np.uint64(m)) \
         | np.asarray(man, np.uint64)
     if dtype == "e4m3":
         bits = np.where((bits & 0x7F) == 0x7F, bits - 1, bits)
     return bits.astype(_uint(w))
+
+
+@numba.njit(cache=True, nogil=True)
+def _compose_kernel(sign, efield, man, sh_sign, sh_exp, e4m3, out):
+    for i in range(out.size):
+        b = (sign[i] << sh_sign) | (efield[i] << sh_exp) | man[i]
+        if e4m3 and (b & 0x7F) == 0x7F:
+            b -= 1
+        out[i] = b
+
+
+def _compose(dtype: str, sign, efield, man) -> np.ndarray:
+    """Element bits from sign, biased exponent field and mantissa (int64 arrays of one shape, or a
+    scalar exponent field); e4m3's NaN code becomes its max."""
+    e, m, w = _fmt(dtype)
+    man = np.ascontiguousarray(man, np.int64)
+    sign = np.ascontiguousarray(sign, np.int64).reshape(-1)
+    efield = np.ascontiguousarray(np.broadcast_to(np.asarray(efield, np.int64), man.shape)).reshape(-1)
+    out = np.empty(man.size, np.int64)
+    _compose_kernel(sign, efield, man.reshape(-1), e + m, m, dtype == "e4m3", out)
+    return out.reshape(man.shape).astype(_uint(w))
 
 
 def special_values(dtype: str) -> dict[str, int]:
@@ -52,15 +75,50 @@ _POW2 = np.exp2(np.arange(-3, 5)).astype(np.float32)     # 2**-3 .. 2**4, exact
 _ROUNDED = ("e4m3", "e5m2", "f16", "bf16")              # rounded by refmodel's float32 RNE kernel (= the casts)
 
 
-def _narrow(rng: np.random.Generator, dtype: str, shape) -> np.ndarray:
-    """Standard normals times 2**randint(-3, 4), rounded to ``dtype`` (as bits)."""
-    x = rng.standard_normal(shape).astype(np.float32)
-    x *= _POW2[rng.integers(-3, 5, shape) + 3]
-    fmax = float(from_bits(np.array([special_values(dtype)["max"]]), dtype).astype(np.float32)[0])
+def _narrow_formula(rng: np.random.Generator, dtype: str, shape) -> np.ndarray:
+    """Standard normals times 2**randint(-3, 4), rounded to ``dtype`` (as bits): numpy formulas
+    (:func:`_narrow` draws the same and is tested equal)."""
+    x = draws.standard_normal(rng, shape).astype(np.float32)
+    x *= _POW2[draws.integers(rng, -3, 5, shape) + 3]
+    fmax = _fmax(dtype)
     np.clip(x, -fmax, fmax, out=x)
+    return _encode(x, dtype)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scaled_kernel(normal, k, fmax, out):
+    """out = clip(float32(normal) * 2**k, -fmax, fmax) (float32; normals are never NaN)."""
+    for i in range(out.size):
+        x = np.float32(normal[i]) * _POW2[k[i] + 3]
+        out[i] = min(max(x, -fmax), fmax)
+
+
+def _fmax(dtype: str) -> float:
+    return float(from_bits(np.array([special_values(dtype)["max"]]), dtype).astype(np.float32)[0])
+
+
+def _encode(x: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in _ROUNDED:      # the same codes as x.astype(element_dtype(dtype)), several times faster
         return encode_f32_fast(x.view(np.uint32), dtype)
     return bits_of(x.astype(element_dtype(dtype))).copy()
+
+
+def _narrow(rng: np.random.Generator, dtype: str, shape) -> np.ndarray:
+    """Standard normals times 2**randint(-3, 4), rounded to ``dtype`` (as bits)."""
+    normal = draws.standard_normal(rng, shape)
+    k = draws.integers(rng, -3, 5, shape)
+    x = np.empty(normal.shape, np.float32)
+    _scaled_kernel(normal.reshape(-1), k.reshape(-1), np.float32(_fmax(dtype)), x.reshape(-1))
+    return _encode(x, dtype)
+
+
+def _random_exponent_formula(rng: np.random.Generator, dtype: str, shape, lo: int, hi: int) -> np.ndarray:
+    """Normal values with unbiased exponents uniform in [lo, hi] (kept inside the dtype's normals)."""
+    e, m, _ = _fmt(dtype)
+    bias = (1 << (e - 1)) - 1
+    flo, fhi = max(1, lo + bias), min((1 << e) - 2 + (dtype == "e4m3"), hi + bias)
+    return _compose_formula(dtype, draws.integers(rng, 0, 2, shape), draws.integers(rng, flo, fhi + 1, shape),
+                    draws.integers(rng, 0, 1 << m, shape))
 
 
 def _random_exponent(rng: np.random.Generator, dtype: str, shape, lo: int, hi: int) -> np.ndarray:
@@ -68,8 +126,8 @@ def _random_exponent(rng: np.random.Generator, dtype: str, shape, lo: int, hi: i
     e, m, _ = _fmt(dtype)
     bias = (1 << (e - 1)) - 1
     flo, fhi = max(1, lo + bias), min((1 << e) - 2 + (dtype == "e4m3"), hi + bias)
-    return _compose(dtype, rng.integers(0, 2, shape), rng.integers(flo, fhi + 1, shape),
-                    rng.integers(0, 1 << m, shape))
+    return _compose(dtype, draws.integers(rng, 0, 2, shape), draws.integers(rng, flo, fhi + 1, shape),
+                    draws.integers(rng, 0, 1 << m, shape))
 
 
 def _emin(dtype: str) -> int:
@@ -78,10 +136,55 @@ def _emin(dtype: str) -> int:
     return 2 - (1 << (e - 1))
 
 
+def _operand_formula(rng: np.random.Generator, family: str, dtype: str, shape, role: str, K: int) -> np.ndarray:
+    """One operand's bits (``role`` 'a' or 'b') in ``family``; see :func:`make_inputs`.  numpy formulas:
+    :func:`_operand` draws the same numbers and is tested equal."""
+    e, m, w = _fmt(dtype)
+    sign = np.uint64(1 << (e + m))
+    if family in ("narrow", "cancel"):
+        return _narrow_formula(rng, dtype, shape)
+    if family == "wide":
+        return _random_exponent_formula(rng, dtype, shape, max(_emin(dtype), -_SAFE_EXP), WIDE_TOP)
+    if family == "special":
+        x = _narrow_formula(rng, dtype, shape)
+        sp = special_values(dtype)
+        vals = np.array([sp["zero"], sp["inf"], sp["nan"], sp["max"], sp["min_subnormal"]], np.uint64)
+        hit = draws.random(rng, shape) < min(1 / 64, 1 / K)
+        pick = vals[draws.integers(rng, 0, vals.size, shape)] | (draws.integers(rng, 0, 2, shape).astype(np.uint64) * sign)
+        return np.where(hit, pick, x).astype(_uint(w))
+    if family == "zero":
+        zeros = (draws.integers(rng, 0, 2, shape).astype(np.uint64) * sign)
+        return np.where(draws.random(rng, shape) < 31 / 32, zeros, _narrow_formula(rng, dtype, shape)).astype(_uint(w))
+    if family == "subnormal":
+        lo = _emin(dtype)
+        if role == "b":     # large values: B times A's subnormals lands in the normal range
+            top = min(-lo, _SAFE_EXP)
+            return _random_exponent_formula(rng, dtype, shape, top - 4, top)
+        sub = _compose_formula(dtype, draws.integers(rng, 0, 2, shape), 0, draws.integers(rng, 1, 1 << m, shape))
+        low = _random_exponent_formula(rng, dtype, shape, lo, lo + 2)
+        return np.where(draws.random(rng, shape) < 0.75, sub, low).astype(_uint(w))
+    raise InputError(f"unknown input family {family!r}; known are {', '.join(FAMILIES)}")
+
+
+@numba.njit(cache=True, nogil=True)
+def _pick_kernel(u, thr, base, sg, sign, x, out):
+    """out = base | sg * sign where u < thr, else x (int64 arrays)."""
+    for i in range(out.size):
+        out[i] = (base[i] | (sg[i] * sign)) if u[i] < thr else x[i]
+
+
+def _pick(u, thr: float, base, sg, sign: int, x, w: int) -> np.ndarray:
+    """``np.where(u < thr, base | sg * sign, x)`` as ``w``-bit words, in one compiled pass."""
+    out = np.empty(u.size, np.int64)
+    _pick_kernel(u.reshape(-1), thr, np.ascontiguousarray(base, np.int64).reshape(-1), sg.reshape(-1),
+                 np.int64(sign), np.ascontiguousarray(x, np.int64).reshape(-1), out)
+    return out.reshape(u.shape).astype(_uint(w))
+
+
 def _operand(rng: np.random.Generator, family: str, dtype: str, shape, role: str, K: int) -> np.ndarray:
     """One operand's bits (``role`` 'a' or 'b') in ``family``; see :func:`make_inputs`."""
     e, m, w = _fmt(dtype)
-    sign = np.uint64(1 << (e + m))
+    sign = 1 << (e + m)
     if family in ("narrow", "cancel"):
         return _narrow(rng, dtype, shape)
     if family == "wide":
@@ -89,21 +192,25 @@ def _operand(rng: np.random.Generator, family: str, dtype: str, shape, role: str
     if family == "special":
         x = _narrow(rng, dtype, shape)
         sp = special_values(dtype)
-        vals = np.array([sp["zero"], sp["inf"], sp["nan"], sp["max"], sp["min_subnormal"]], np.uint64)
-        hit = rng.random(shape) < min(1 / 64, 1 / K)
-        pick = vals[rng.integers(0, vals.size, shape)] | (rng.integers(0, 2, shape).astype(np.uint64) * sign)
-        return np.where(hit, pick, x).astype(_uint(w))
+        vals = np.array([sp["zero"], sp["inf"], sp["nan"], sp["max"], sp["min_subnormal"]], np.int64)
+        u = draws.random(rng, shape)
+        picked = vals[draws.integers(rng, 0, vals.size, shape)]
+        return _pick(u, min(1 / 64, 1 / K), picked, draws.integers(rng, 0, 2, shape), sign, x, w)
     if family == "zero":
-        zeros = (rng.integers(0, 2, shape).astype(np.uint64) * sign)
-        return np.where(rng.random(shape) < 31 / 32, zeros, _narrow(rng, dtype, shape)).astype(_uint(w))
+        sg = draws.integers(rng, 0, 2, shape)
+        u = draws.random(rng, shape)
+        return _pick(u, 31 / 32, np.zeros(sg.shape, np.int64), sg, sign, _narrow(rng, dtype, shape), w)
     if family == "subnormal":
         lo = _emin(dtype)
         if role == "b":     # large values: B times A's subnormals lands in the normal range
             top = min(-lo, _SAFE_EXP)
             return _random_exponent(rng, dtype, shape, top - 4, top)
-        sub = _compose(dtype, rng.integers(0, 2, shape), 0, rng.integers(1, 1 << m, shape))
+        sg = draws.integers(rng, 0, 2, shape)
+        man = draws.integers(rng, 1, 1 << m, shape)
         low = _random_exponent(rng, dtype, shape, lo, lo + 2)
-        return np.where(rng.random(shape) < 0.75, sub, low).astype(_uint(w))
+        u = draws.random(rng, shape)
+        # the subnormal (exponent field 0) where u < 0.75, else the low normal
+        return _pick(u, 0.75, man, sg, sign, low, w)
     raise InputError(f"unknown input family {family!r}; known are {', '.join(FAMILIES)}")
 
 

@@ -1,0 +1,54 @@
+"""The compiled draws (refmodel.verify.families.draws) are the Generator's own: same numbers, same
+stream position after, for every method, bound and shape the input families use."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from refmodel.verify.families import draws, matrix
+
+NUMPY_DRAWS = SimpleNamespace(standard_normal=lambda rng, shape: rng.standard_normal(shape),
+                              integers=lambda rng, lo, hi, shape: rng.integers(lo, hi, shape),
+                              random=lambda rng, shape: rng.random(shape))
+
+
+@pytest.mark.parametrize("seed", [0, 7, 20261206, [3, 1]])
+def test_each_draw_is_the_generators_and_keeps_the_stream(seed):
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    bounds = [(-3, 5), (0, 2), (0, 5), (1, 8), (1, 4), (0, 1 << 10), (1, 1 << 23), (113, 142), (0, 1 << 31),
+              (-(1 << 40), 1 << 40), (5, 6)]
+    shapes = [(0,), (1,), (7,), (3, 5), (64, 129), (1 << 14,)]
+    for i in range(60):                        # interleaved: each call continues the other's stream
+        shape = shapes[i % len(shapes)]
+        kind = i % 3
+        if kind == 0:
+            a, b = draws.standard_normal(ours, shape), theirs.standard_normal(shape)
+        elif kind == 1:
+            lo, hi = bounds[i % len(bounds)]
+            a, b = draws.integers(ours, lo, hi, shape), theirs.integers(lo, hi, shape)
+        else:
+            a, b = draws.random(ours, shape), theirs.random(shape)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert np.array_equal(a.view(np.uint64) if a.dtype == np.float64 else a,
+                              b.view(np.uint64) if b.dtype == np.float64 else b), (i, shape)
+    assert ours.bit_generator.state == theirs.bit_generator.state
+    assert ours.integers(0, 1 << 62) == theirs.integers(0, 1 << 62)
+
+
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2", "f16", "bf16", "tf32", "f32"])
+def test_matrix_families_draw_what_numpy_draws(dtype, monkeypatch):
+    """make_inputs (compiled draws and kernels) gives the same matrices, call after call, as its numpy
+    formulas through the Generator's methods (every family, odd shapes, K = 1536 puts the special
+    family at its 1/K rate)."""
+    seq = [(fam, 64, 24, 1536) for fam in matrix.FAMILIES] + [(fam, 3, 5, 8) for fam in matrix.FAMILIES]
+    ours, theirs = np.random.default_rng(34), np.random.default_rng(34)
+    got = [matrix.make_inputs(ours, c[0], dtype, *c[1:]) for c in seq]
+    monkeypatch.setattr(matrix, "draws", NUMPY_DRAWS)
+    monkeypatch.setattr(matrix, "_operand", matrix._operand_formula)
+    want = [matrix.make_inputs(theirs, c[0], dtype, *c[1:]) for c in seq]
+    for (fam, *_), (ga, gb), (wa, wb) in zip(seq, got, want):
+        for g, w in ((ga, wa), (gb, wb)):
+            assert g.dtype == w.dtype and np.array_equal(g.view(np.uint8), w.view(np.uint8)), (fam, dtype)
