@@ -74,7 +74,7 @@ def _fma_f32(typingctx, a, b, c):
     return sig, codegen
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64,), cache=True)
 def f32(x):
     """float32 value of a bit pattern (any integer type)."""
     return _u32_as_f32(np.uint32(x & 0xFFFFFFFF))
@@ -106,19 +106,19 @@ def dfma(a, b, c):
     return _fma_f64(a, b, c)
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64,), cache=True)
 def ftz_in(x):
     """A float32 bit pattern as an .FTZ operand reads it: subnormals become signed zeros."""
     return x & 0x80000000 if (x & 0x7F800000) == 0 else x
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64,), cache=True)
 def fmul(a, b):
     """FMUL: RN product of two float32 bit patterns, subnormals kept."""
     return bits32(f32(a) * f32(b))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64,), cache=True)
 def fmul_ftz(a, b):
     """FMUL.FTZ: subnormal operands read as signed zeros; a result whose exact magnitude is below
     2**-126 is a signed zero, even where it would round up to 2**-126 (seen on the H200: div.approx.ftz)."""
@@ -128,13 +128,13 @@ def fmul_ftz(a, b):
     return bits32(np.float32(p))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64,), cache=True)
 def ffma(a, b, c):
     """FFMA: RN(a*b + c) with one rounding, subnormals kept (bit patterns)."""
     return bits32(_fma_f32(f32(a), f32(b), f32(c)))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64,), cache=True)
 def ffma_ftz(a, b, c):
     """FFMA.FTZ: as :func:`fmul_ftz`, the flush decided on the unrounded result (its float64 FMA,
     which is below 2**-126 exactly when the exact result is, 2**-126 being a float64)."""
@@ -146,13 +146,13 @@ def ffma_ftz(a, b, c):
     return r
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64,), cache=True)
 def fadd(a, b):
     """FADD: RN sum, subnormals kept."""
     return bits32(f32(a) + f32(b))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64,), cache=True)
 def fmul_rz(a, b):
     """FMUL.RZ: the exact float64 product rounded toward zero to float32 (subnormals kept)."""
     p = np.float64(f32(a)) * np.float64(f32(b))
@@ -167,12 +167,12 @@ def fmul_rz(a, b):
     return r
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.float64,), cache=True)
 def fabs_lt(x, bound):
     """|x| < bound, ordered (false for NaN), x a bit pattern, bound a float32 value."""
     return abs(f32(x)) < bound
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.float64,), cache=True)
 def fabs_gt(x, bound):
     return abs(f32(x)) > bound

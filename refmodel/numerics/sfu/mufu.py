@@ -38,7 +38,7 @@ INF = 0x7F800000
 ONE_OVER_TAU = 0x3E22F983  # float32 1/(2 pi), the FMUL.RZ operand in front of MUFU.SIN/COS
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64, numba.boolean,), cache=True)
 def mkfin(s, e, f, rz):
     """Assemble sign ``s``, biased exponent ``e`` and 24-bit significand ``f`` (2**24 carries into the
     exponent); subnormal results are flushed to a signed zero, overflow gives Inf (RZ: the largest float)."""
@@ -209,7 +209,7 @@ def bit_length(v):
     return 64 - leading_zeros(np.int64(v))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64,), cache=True)
 def _normalise_loop(res, ex, bit):
     """Shift ``res`` (>= 0) left until its bit ``bit`` is set, one less ``ex`` per place (0 stays 0)."""
     while res and not (res >> bit) & 1:
@@ -218,7 +218,7 @@ def _normalise_loop(res, ex, bit):
     return res, ex
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64,), cache=True)
 def _normalise(res, ex, bit):
     """:func:`_normalise_loop` in one shift where the top set bit is at or below ``bit`` (always, in
     the unit's functions; tests hold the two equal)."""

@@ -52,13 +52,13 @@ MIN_NORMAL = 1.175494350822287508e-38
 M23 = _b(-23.0)
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64,), cache=True)
 def neg(x):
     """The SASS ``-R`` operand modifier: flip the sign bit."""
     return x ^ SIGN
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64,), cache=True)
 def fadd_ftz(a, b):
     """FADD.FTZ: operands and result flushed (an exact sum below 2**-126 is a subnormal, so no rounding)."""
     r = bits32(f32(ftz_in(a)) + f32(ftz_in(b)))
@@ -114,13 +114,13 @@ def f2i_ntz(x):
     return np.int64(np.rint(v))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64,), cache=True)
 def i2f(i):
     """I2FP.F32.S32: RN conversion of a signed 32-bit integer."""
     return bits32(np.float32(np.int64(i)))
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64,), cache=True)
 def s32(v):
     """Two's-complement reading of a 32-bit word."""
     v &= 0xFFFFFFFF
@@ -343,7 +343,7 @@ LOG2F_C = np.array([_b(v) for v in (-0.16845393180847167969, 0.17168870568275451
                                     -0.72134751081466674805)], dtype=np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit((numba.int64, numba.int64, numba.int64, numba.boolean,), cache=True)
 def _fma_mode(a, b, c, ftz):
     return ffma_ftz(a, b, c) if ftz else ffma(a, b, c)
 
