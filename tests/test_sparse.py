@@ -721,3 +721,27 @@ def _small_bits(rng, dtype, shape):
     """Bits of small normal values of ``dtype`` (|x| in [1/8, 8))."""
     x = (rng.standard_normal(shape) * 2.0).astype(np.float32)
     return bits_of(x.astype(element_dtype(dtype))) if dtype != "tf32" else x.view(np.uint32) & np.uint32(0xFFFFE000)
+
+
+@pytest.mark.parametrize("dtype,kblk", [("e4m3", 16), ("f16", 8), ("tf32", 4), ("e5m2", 32)])
+def test_decode_gathered_is_gather_then_decode(dtype, kblk, request):
+    """Decoding B's rows picked per row (dropped positions: the zero code) equals gathering the codes
+    first and decoding them: significands, exponents, classes and the per-block zero/special flags."""
+    from refmodel.numerics.accumulate import decode_gathered, decode_operand
+    from refmodel.numerics.wgmma import operand_spec
+    from refmodel.wgmma_forms import parse_wgmma
+    from seeds import rng_for
+
+    rng = rng_for(request, dtype, kblk)
+    k = {"e4m3": 32, "e5m2": 32, "f16": 16, "tf32": 8}[dtype]
+    p = params_for(parse_wgmma(f"wgmma.mma_async.sync.aligned.m64n8k{k}.f32.{dtype}.{dtype}"))
+    spec = operand_spec(dtype, p)
+    K, Kc, Q = 96, 64, 24
+    codes = rng.integers(0, 1 << spec.bits, (K, Q)).astype({8: np.uint8, 16: np.uint16}.get(spec.bits, np.uint32))
+    pos = rng.integers(-1, K, (5, Kc))
+    zero = int(rng.integers(0, 1 << spec.bits))
+    g = np.where((pos < 0)[..., None], codes.dtype.type(zero), codes[np.where(pos < 0, 0, pos)])
+    got, want = decode_gathered(codes, pos, zero, spec, kblk=kblk), decode_operand(g, spec, kblk=kblk)
+    for name in ("sig", "exp", "cls", "any_zero", "any_special"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert got.mbits == want.mbits and got.spec == want.spec

@@ -367,6 +367,67 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 
+@numba.njit(cache=True, nogil=True)
+def _gather_decode_kernel(lo_pb, hi_pb, codes, pos, zero_code, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
+    """:func:`_decode_kernel` of the gathered operand ``g[p, k, q] = codes[pos[p, k], q]`` (``zero_code``
+    where ``pos[p, k] < 0``), read in place instead of gathered first."""
+    P, K, Q = sig.shape
+    nblk = K // kblk
+    for pb in range(lo_pb, hi_pb):
+        pi = pb // nblk
+        blk = pb % nblk
+        az = anyz[pi, blk]
+        asp = anys[pi, blk]
+        for q in range(Q):
+            az[q] = False
+            asp[q] = False
+        for k in range(blk * kblk, (blk + 1) * kblk):
+            r = pos[pi, k]
+            ss = sig[pi, k]
+            es = exp[pi, k]
+            ks = cls[pi, k]
+            if r < 0:
+                for q in range(Q):
+                    ss[q] = tsig[zero_code]
+                    es[q] = texp[zero_code]
+                    ks[q] = tcls[zero_code]
+            else:
+                row = codes[r]
+                for q in range(Q):
+                    cd = row[q]
+                    ss[q] = tsig[cd]
+                    es[q] = texp[cd]
+                    ks[q] = tcls[cd]
+            for q in range(Q):
+                az[q] |= ks[q] == 1
+                asp[q] |= ks[q] >= 2
+
+
+def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: FormatSpec, *,
+                    kblk: int) -> Decoded:
+    """:func:`decode_operand` of ``g`` (P, Kc, Q) with ``g[p, k] = codes[pos[p, k]]`` (a row of
+    ``codes``, shape (K, Q)) and ``zero_code`` where ``pos[p, k] < 0``: a sparse operand's rows of B
+    picked by each row's kept positions, decoded without materialising the gathered codes (tests
+    hold it equal to gathering, then :func:`decode_operand`)."""
+    codes = np.ascontiguousarray(codes)
+    if codes.dtype.kind != "u":
+        codes = codes.astype(np.uint32)
+    pos = np.ascontiguousarray(pos, np.int64)
+    P, K = pos.shape
+    Q = codes.shape[1]
+    if K % kblk:
+        raise InputError(f"the gathered K ({K}) must be a multiple of kblk ({kblk})")
+    tsig, texp, tcls = decode_table(spec)
+    sig = np.empty((P, K, Q), np.int16)
+    exp = np.empty((P, K, Q), np.int16)
+    cls = np.empty((P, K, Q), np.int8)
+    anyz = np.empty((P, K // kblk, Q), np.bool_)
+    anys = np.empty((P, K // kblk, Q), np.bool_)
+    parallel_ranges(_gather_decode_kernel, P * (K // kblk), codes, pos, np.int64(zero_code), tsig, texp, tcls, kblk,
+                    sig, exp, cls, anyz, anys, work=sig.size)
+    return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
+
+
 # ----------------------------------------------------------------------------- float32 promotion (promotion.py)
 
 from .promotion import (PROMOTE_OPS, _add_round_odd, _split, _two_prod, _two_sum, add_f32,  # noqa: E402,F401

@@ -34,7 +34,7 @@ from ..limits import check_limit
 from ..validate import _describe, as_array, check_flag, check_instr
 from ..wgmma_sp_forms import WgmmaSpForm
 from ..wgmma_sp_forms import parse_wgmma_sp as _parse_wgmma_sp
-from .accumulate import AccumParams, IntAccumParams, decode_operand, fdpa, fdpa_chain, int_dot, int_dot_chain, params_for
+from .accumulate import AccumParams, IntAccumParams, decode_gathered, decode_operand, fdpa, fdpa_chain, int_dot, int_dot_chain, params_for
 from .wgmma import operand_codes, operand_spec, operand_values
 
 M = 64
@@ -375,15 +375,20 @@ def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> n
     bbits = bits_of(np.ascontiguousarray(bb))
     out = np.empty((M, N), np.float32 if promote_every else element_dtype(form.dtype_d))
     nw = max(form.n, min(N, _GATHER_BUDGET // (64 * kc_all) // form.n * form.n))
+    if form.family != "int8":       # B's codes once; each row block gathers them as it decodes
+        spec_b = operand_spec(form.dtype_b, p)
+        bcodes = operand_codes(bb, form.dtype_b, p, imm_scale_b == -1)
+        zero_b = int(operand_codes(from_bits(np.zeros((1, 1), bbits.dtype), form.dtype_b), form.dtype_b, p,
+                                   imm_scale_b == -1)[0, 0])
     for r0 in range(0, M, 64):
         pr = pos[r0:r0 + 64]
         a_rows = ac[r0:r0 + 64]
         for n0 in range(0, N, nw):
             n1 = min(N, n0 + nw)
-            g = bbits[np.where(pr < 0, 0, pr), n0:n1]
-            g = np.where((pr < 0)[..., None], 0, g).astype(bbits.dtype)          # (64, K/2, columns)
             cblk = None if c is None else np.asarray(c)[r0:r0 + 64, n0:n1]
             if form.family == "int8":
+                g = bbits[np.where(pr < 0, 0, pr), n0:n1]
+                g = np.where((pr < 0)[..., None], 0, g).astype(bbits.dtype)      # (64, K/2, columns)
                 clamp = p.clamps(form.satfinite)
                 c0 = np.zeros((64, n1 - n0), np.int32) if cblk is None else cblk
                 out[r0:r0 + 64, n0:n1] = int_dot_chain(
@@ -392,8 +397,7 @@ def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> n
                 continue
             A = decode_operand(operand_codes(a_rows, form.dtype_a, p, imm_scale_a == -1)[..., None],
                                operand_spec(form.dtype_a, p), kblk=kblk)
-            B = decode_operand(operand_codes(from_bits(g, form.dtype_b), form.dtype_b, p, imm_scale_b == -1),
-                               operand_spec(form.dtype_b, p), kblk=kblk)
+            B = decode_gathered(bcodes[:, n0:n1], pr, zero_b, spec_b, kblk=kblk)      # (64, K/2, columns)
             if promote_every:
                 acc = (np.zeros((64, n1 - n0), np.float32) if cblk is None else
                        np.array(cblk, np.float32, order="C"))
