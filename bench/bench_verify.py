@@ -32,6 +32,33 @@ def _cpu_flags() -> str:
     return " ".join(f for f in want if f in flags) or "none of avx2/avx512"
 
 
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
+                platform.machine())
+
+
+def _cores() -> int:
+    """The CPUs this process may run on (taskset's, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="wgref verify --quick")
@@ -46,7 +73,7 @@ def main(argv=None) -> int:
     from refmodel.verify.workers import default_jobs, verify_all
 
     jobs = default_jobs() if args.jobs is None else max(1, args.jobs)
-    print(f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {_cpu_flags()}")
+    print(f"host: {_cpu_model()} ({platform.machine()}), {_cores()} cores, {_cpu_flags()}")
     print(f"jobs: {jobs} ({'this process' if jobs == 1 else 'worker processes'}), numba threads each: "
           f"{args.threads or 'default'}")
     seconds: dict[str, float] = defaultdict(float)
@@ -81,7 +108,8 @@ def main(argv=None) -> int:
         import numba
         import numpy
 
-        rec = {"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+        rec = {"host": platform.processor() or platform.machine(), "cpu_model": _cpu_model(), "cpus": _cores(),
+               "commit": _commit(),
                "vector_extensions": _cpu_flags(), "jobs": jobs, "threads": args.threads, "cache": args.cache,
                "quick": args.quick, "features": args.feature, "wall_seconds": round(total, 2),
                "replay_seconds": {f: round(t, 2) for f, t in sorted(seconds.items(), key=lambda kv: -kv[1])},

@@ -36,17 +36,19 @@ def verify_section() -> str:
     """The main job's time (``bench/bench_verify.py``): every stored run under bench/results/verify."""
     import re
 
-    runs = sorted((ROOT / "bench/results/verify").glob("*.json"))
+    runs = sorted((ROOT / "bench/results/verify").glob("*.json"), key=lambda p: json.loads(p.read_text())["date"])
     rows = []
     for path in runs:
         r = json.loads(path.read_text())
         top = ", ".join(f"{f} {t:.0f}" for f, t in list(r["replay_seconds"].items())[:5])
-        rows.append(f"| `{path.name}` | {r.get('cache') or '?'} | {r['jobs']} | **{r['wall_seconds']:.1f}** | "
+        machine = f"{r.get('cpu_model', r['host'])}, {r['cpus']} cores"
+        rows.append(f"| `{path.name}` | {machine} | {r.get('commit', '-')} | {r.get('cache') or '?'} | {r['jobs']} | "
+                    f"**{r['wall_seconds']:.1f}** | "
                     f"{' / '.join(f'{t:.0f}' for t in r['worker_busy_seconds'])} | {top} | {r['outputs']:,} | "
                     f"{r['mismatches_or_errors']} | {r['load_average_1_5_15'][0]:.2f}, {r['date'][:16]} |")
     base = (ROOT / "bench/results/verify/bench_verify_2core.txt").read_text()
     before = re.search(r"^TOTAL\s+([\d.]+)", base, re.M).group(1)
-    host = json.loads(runs[-1].read_text()) if runs else {}
+    host = json.loads(runs[0].read_text()) if runs else {}
     return f"""## The main job (`bench/bench_verify.py`, this project's 2-core machine)
 
 `wgref verify` replays every fixture: every stored hardware output, the six 2^32-input cvt sweeps, the
@@ -58,8 +60,8 @@ sees: every kernel compiles), *warm* ones reuse it. Before this work the same ma
 in one process (`bench_verify_2core.txt`). The machine is a shared VM: back-to-back warm runs moved by about
 ±10 %.
 
-| run | cache | jobs | wall s | worker busy s | slowest features (replay s) | outputs | mismatches | load, date |
-|---|---|---|---|---|---|---|---|---|
+| run | machine | commit | cache | jobs | wall s | worker busy s | slowest features (replay s) | outputs | mismatches | load, date |
+|---|---|---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 """
 
