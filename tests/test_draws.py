@@ -52,3 +52,21 @@ def test_matrix_families_draw_what_numpy_draws(dtype, monkeypatch):
     for (fam, *_), (ga, gb), (wa, wb) in zip(seq, got, want):
         for g, w in ((ga, wa), (gb, wb)):
             assert g.dtype == w.dtype and np.array_equal(g.view(np.uint8), w.view(np.uint8)), (fam, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["e4m3", "f16", "bf16", "f32"])
+def test_prune_rows_2_4_is_the_stable_argsort_rule(dtype):
+    """The compiled rank rule keeps what a stable descending argsort of each group keeps: ties (many
+    equal magnitudes, +-0), NaN as the largest, Inf, in every position of the group."""
+    from refmodel.dtypes import element_dtype
+    from refmodel.verify.seeded import prune_rows_2_4, prune_rows_2_4_formula
+
+    rng = np.random.default_rng(24)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.nan, -np.inf, np.inf, 3.0, -3.0], np.float32)
+    if dtype == "e4m3":
+        pool = pool[np.isfinite(pool) | np.isnan(pool)]
+    a = rng.choice(pool, (37, 256)).astype(element_dtype(dtype))
+    b = (rng.standard_normal((5, 64)) * 4).astype(np.float32).astype(element_dtype(dtype))
+    for x in (a, b):
+        got, want = prune_rows_2_4(x), prune_rows_2_4_formula(x)
+        assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))

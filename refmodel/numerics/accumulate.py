@@ -368,9 +368,9 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_decode_kernel(lo_pb, hi_pb, codes, pos, zero_code, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys):
-    """:func:`_decode_kernel` of the gathered operand ``g[p, k, q] = codes[pos[p, k], q]`` (``zero_code``
-    where ``pos[p, k] < 0``), read in place instead of gathered first."""
+def _gather_rows_kernel(lo_pb, hi_pb, bsig, bexp, bcls, pos, zsig, zexp, zcls, kblk, sig, exp, cls, anyz, anys):
+    """Blocks ``lo_pb .. hi_pb`` of the gathered operand: ``sig[p, k] = bsig[pos[p, k]]`` (a row of the
+    decoded B; ``zsig`` where ``pos[p, k] < 0``), the same for ``exp`` and ``cls``, and the block flags."""
     P, K, Q = sig.shape
     nblk = K // kblk
     for pb in range(lo_pb, hi_pb):
@@ -388,16 +388,17 @@ def _gather_decode_kernel(lo_pb, hi_pb, codes, pos, zero_code, tsig, texp, tcls,
             ks = cls[pi, k]
             if r < 0:
                 for q in range(Q):
-                    ss[q] = tsig[zero_code]
-                    es[q] = texp[zero_code]
-                    ks[q] = tcls[zero_code]
+                    ss[q] = zsig
+                    es[q] = zexp
+                    ks[q] = zcls
             else:
-                row = codes[r]
+                rs = bsig[r]
+                re = bexp[r]
+                rc = bcls[r]
                 for q in range(Q):
-                    cd = row[q]
-                    ss[q] = tsig[cd]
-                    es[q] = texp[cd]
-                    ks[q] = tcls[cd]
+                    ss[q] = rs[q]
+                    es[q] = re[q]
+                    ks[q] = rc[q]
             for q in range(Q):
                 az[q] |= ks[q] == 1
                 asp[q] |= ks[q] >= 2
@@ -407,8 +408,8 @@ def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: Fo
                     kblk: int) -> Decoded:
     """:func:`decode_operand` of ``g`` (P, Kc, Q) with ``g[p, k] = codes[pos[p, k]]`` (a row of
     ``codes``, shape (K, Q)) and ``zero_code`` where ``pos[p, k] < 0``: a sparse operand's rows of B
-    picked by each row's kept positions, decoded without materialising the gathered codes (tests
-    hold it equal to gathering, then :func:`decode_operand`)."""
+    picked by each row's kept positions.  B is decoded once and its decoded rows copied, the gathered
+    codes never built (tests hold it equal to gathering, then :func:`decode_operand`)."""
     codes = np.ascontiguousarray(codes)
     if codes.dtype.kind != "u":
         codes = codes.astype(np.uint32)
@@ -423,8 +424,9 @@ def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: Fo
     cls = np.empty((P, K, Q), np.int8)
     anyz = np.empty((P, K // kblk, Q), np.bool_)
     anys = np.empty((P, K // kblk, Q), np.bool_)
-    parallel_ranges(_gather_decode_kernel, P * (K // kblk), codes, pos, np.int64(zero_code), tsig, texp, tcls, kblk,
-                    sig, exp, cls, anyz, anys, work=sig.size)
+    parallel_ranges(_gather_rows_kernel, P * (K // kblk), tsig[codes], texp[codes], tcls[codes], pos,
+                    tsig[zero_code], texp[zero_code], tcls[zero_code], kblk, sig, exp, cls, anyz, anys,
+                    work=sig.size)
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 

@@ -278,9 +278,9 @@ def matrix_sha256(x: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()
 
 
-def prune_rows_2_4(a: np.ndarray) -> np.ndarray:
-    """``a`` (M, K) with the two smallest-magnitude elements of every group of four along K set to +0
-    (ties: the lower index is kept; NaN counts as largest): PyTorch's 2:4 convention for a whole matrix."""
+def prune_rows_2_4_formula(a: np.ndarray) -> np.ndarray:
+    """:func:`prune_rows_2_4` by a stable argsort of each group (numpy; the compiled rank rule is
+    tested equal)."""
     m, k = a.shape
     mag = np.abs(a.astype(np.float32)).reshape(m, k // 4, 4)
     mag = np.where(np.isnan(mag), np.float32(np.inf), mag)
@@ -288,6 +288,35 @@ def prune_rows_2_4(a: np.ndarray) -> np.ndarray:
     keep = np.zeros(mag.shape, bool)
     np.put_along_axis(keep, order[..., :2], True, axis=-1)
     out = a.copy().reshape(m, k // 4, 4)
+    out[~keep] = 0
+    return out.reshape(m, k)
+
+
+@numba.njit(cache=True, nogil=True)
+def _drop_2_of_4(mag, keep):
+    """keep[g, i]: element i is among the two largest of group g (NaN largest; ties: the lower index),
+    i.e. fewer than two elements come before it in a stable descending sort."""
+    for g in range(mag.shape[0]):
+        for i in range(4):
+            mi = mag[g, i]
+            mi = np.inf if mi != mi else mi
+            before = 0
+            for j in range(4):
+                mj = mag[g, j]
+                mj = np.inf if mj != mj else mj
+                if mj > mi or (mj == mi and j < i):
+                    before += 1
+            keep[g, i] = before < 2
+
+
+def prune_rows_2_4(a: np.ndarray) -> np.ndarray:
+    """``a`` (M, K) with the two smallest-magnitude elements of every group of four along K set to +0
+    (ties: the lower index is kept; NaN counts as largest): PyTorch's 2:4 convention for a whole matrix."""
+    m, k = a.shape
+    mag = np.abs(a.astype(np.float32)).reshape(m * (k // 4), 4)
+    keep = np.empty(mag.shape, np.bool_)
+    _drop_2_of_4(mag, keep)
+    out = a.copy().reshape(m * (k // 4), 4)
     out[~keep] = 0
     return out.reshape(m, k)
 
