@@ -21,6 +21,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+if __name__ == "__main__" and "--avx2" in sys.argv[1:]:
+    # numba compiles for an AVX2-only (Haswell) CPU, in this process and the workers it spawns:
+    # the settings are read when numba loads, so set them and start again (bench_gemm.py --avx2)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_gemm import avx2_env
+
+    _env = avx2_env()
+    if any(os.environ.get(k) != v for k, v in _env.items()):
+        os.environ.update(_env)
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+
 
 def _cpu_flags() -> str:
     try:
@@ -67,13 +78,16 @@ def main(argv=None) -> int:
                     help="worker processes (default: wgref verify's, refmodel.verify.workers.default_jobs; 1: this process)")
     ap.add_argument("--threads", type=int, default=None, help="numba threads of each worker (default: cores / jobs)")
     ap.add_argument("--out", default=None, help="also write the numbers as JSON here (bench/results/verify/)")
+    ap.add_argument("--avx2", action="store_true",
+                    help="numba compiles for an AVX2-only CPU (Haswell; AVX-512 off), as on a host without AVX-512")
     ap.add_argument("--cache", choices=("warm", "cold"), default=None,
                     help="label the run's numba cache (cold: run after deleting refmodel's *.nbi/*.nbc)")
     args = ap.parse_args(argv)
     from refmodel.verify.workers import default_jobs, verify_all
 
     jobs = default_jobs() if args.jobs is None else max(1, args.jobs)
-    print(f"host: {_cpu_model()} ({platform.machine()}), {_cores()} cores, {_cpu_flags()}")
+    print(f"host: {_cpu_model()} ({platform.machine()}), {_cores()} cores, {_cpu_flags()}; numba compiles for "
+          f"{os.environ.get('NUMBA_CPU_NAME', 'the host CPU')}")
     print(f"jobs: {jobs} ({'this process' if jobs == 1 else 'worker processes'}), numba threads each: "
           f"{args.threads or 'default'}")
     seconds: dict[str, float] = defaultdict(float)
@@ -109,7 +123,7 @@ def main(argv=None) -> int:
         import numpy
 
         rec = {"host": platform.processor() or platform.machine(), "cpu_model": _cpu_model(), "cpus": _cores(),
-               "commit": _commit(),
+               "commit": _commit(), "numba_cpu": os.environ.get("NUMBA_CPU_NAME", "host"),
                "vector_extensions": _cpu_flags(), "jobs": jobs, "threads": args.threads, "cache": args.cache,
                "quick": args.quick, "features": args.feature, "wall_seconds": round(total, 2),
                "replay_seconds": {f: round(t, 2) for f, t in sorted(seconds.items(), key=lambda kv: -kv[1])},

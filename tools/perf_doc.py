@@ -41,7 +41,8 @@ def verify_section() -> str:
     for path in runs:
         r = json.loads(path.read_text())
         top = ", ".join(f"{f} {t:.0f}" for f, t in list(r["replay_seconds"].items())[:5])
-        machine = f"{r.get('cpu_model', r['host'])}, {r['cpus']} cores"
+        machine = f"{r.get('cpu_model', r['host'])}, {r['cpus']} cores" + (
+            f", numba for {r['numba_cpu']}" if r.get("numba_cpu", "host") != "host" else "")
         rows.append(f"| `{path.name}` | {machine} | {r.get('commit', '-')} | {r.get('cache') or '?'} | {r['jobs']} | "
                     f"**{r['wall_seconds']:.1f}** | "
                     f"{' / '.join(f'{t:.0f}' for t in r['worker_busy_seconds'])} | {top} | {r['outputs']:,} | "
@@ -49,16 +50,18 @@ def verify_section() -> str:
     base = (ROOT / "bench/results/verify/bench_verify_2core.txt").read_text()
     before = re.search(r"^TOTAL\s+([\d.]+)", base, re.M).group(1)
     host = json.loads(runs[0].read_text()) if runs else {}
-    return f"""## The main job (`bench/bench_verify.py`, this project's 2-core machine)
+    return f"""## The main job (`bench/bench_verify.py`, on 2 cores)
 
 `wgref verify` replays every fixture: every stored hardware output, the six 2^32-input cvt sweeps, the
 verification calls of every inferred schedule re-drawn from their seeds, the SFU sweeps on their chunks. It runs
 the fixtures on worker processes (`--jobs`, default the CPUs up to 4; `refmodel.verify.workers`) and reports them
-in the serial order, the same report as one process. The machine: {host.get('host', '?')}, {host.get('cpus', '?')} cores ({host.get('vector_extensions', '?')}),
-numba {host.get('numba', '?')}; *cold* runs follow deleting refmodel's numba cache (what a fresh clone or venv
-sees: every kernel compiles), *warm* ones reuse it. Before this work the same machine took {before} s warm
-in one process (`bench_verify_2core.txt`). The machine is a shared VM: back-to-back warm runs moved by about
-±10 %.
+in the serial order, the same report as one process. The machines: this project's 2-core VM ({host.get('cpus', '?')} cores,
+{host.get('vector_extensions', '?')}; rows named `verify_2core_*`), and the device host's Intel Xeon
+held to two of its physical cores by `taskset` (`verify_device_xeon_*`; AVX-512 too). *cold* runs follow deleting
+refmodel's numba cache (what a fresh clone or venv sees: every kernel compiles), *warm* ones reuse it; `avx2`
+rows are `bench_verify.py --avx2` (numba compiles for Haswell: no AVX-512 instruction, as on a host without it).
+Before this work the VM took {before} s warm in one process (`bench_verify_2core.txt`). The VM is shared: the same
+commit's runs moved by up to ±15 % from hour to hour.
 
 | run | machine | commit | cache | jobs | wall s | worker busy s | slowest features (replay s) | outputs | mismatches | load, date |
 |---|---|---|---|---|---|---|---|---|---|---|

@@ -7,7 +7,7 @@
   (:func:`refmodel.numerics.sfu.pairs.div_pairs`), and the raw outputs of their first pairs;
 * ``sfu_spellings``: the CUDA / Triton spellings' chunk sums over all 2**32 inputs and samples.
 
-Recomputing every chunk of every sweep takes about 30 s per form on two cores, so by default the
+Recomputing every chunk of every sweep takes several seconds a form on two cores, so by default the
 sweeps are checked on :data:`CHUNKS` (zero and subnormals, [0.5, 2), the largest values with Inf
 and NaN, and -128 .. -512), the spellings on :data:`SPELLING_CHUNKS` and the pairs on
 :data:`PAIR_CHUNKS` of 32 chunks, every sample in full; ``EXHAUSTIVE = True``
