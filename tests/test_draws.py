@@ -70,3 +70,21 @@ def test_prune_rows_2_4_is_the_stable_argsort_rule(dtype):
     for x in (a, b):
         got, want = prune_rows_2_4(x), prune_rows_2_4_formula(x)
         assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_other_bit_generators_and_ranges_fall_back_to_numbas_draws():
+    """Philox is not inlined (numba's Generator methods draw), nor are ranges of one value or of 2**32
+    and more: the numbers and the stream are numpy's all the same."""
+    from refmodel.verify.families import pcg64
+
+    ours, theirs = np.random.Generator(np.random.Philox(5)), np.random.Generator(np.random.Philox(5))
+    assert pcg64.random(ours, 4) is None
+    for _ in range(3):
+        assert np.array_equal(draws.standard_normal(ours, (100,)), theirs.standard_normal(100))
+        assert np.array_equal(draws.integers(ours, -3, 5, (100,)), theirs.integers(-3, 5, 100))
+    assert ours.integers(0, 1 << 62, 4).tolist() == theirs.integers(0, 1 << 62, 4).tolist()
+    ours, theirs = np.random.default_rng(9), np.random.default_rng(9)
+    for lo, hi in ((5, 6), (0, 1 << 32), (-(1 << 40), 1 << 40), (0, (1 << 32) - 1)):
+        assert np.array_equal(draws.integers(ours, lo, hi, (50,)), theirs.integers(lo, hi, 50))
+        assert np.array_equal(draws.random(ours, (7,)), theirs.random(7))
+    assert ours.bit_generator.state == theirs.bit_generator.state

@@ -1,5 +1,9 @@
 """A numpy Generator's draws, compiled: the same numbers from the same stream, faster.
 
+For PCG64 (``default_rng``'s bit generator) the draws run inlined on its state (:mod:`.pcg64`);
+for any other bit generator, or a range :mod:`.pcg64` does not cover, through numba's Generator
+methods.
+
 numba implements ``np.random.Generator``'s methods by NumPy's own algorithms (the ziggurat for
 normals, Lemire's bounded integers, the 53-bit doubles) on the Generator's bit generator, whose state
 it advances in place.  So ``standard_normal(rng, shape)`` returns what ``rng.standard_normal(shape)``
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from . import pcg64
 
 
 @numba.njit(cache=True)
@@ -37,14 +43,17 @@ def _size(shape) -> int:
 
 def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.standard_normal(shape)`` (float64)."""
-    return _standard_normal(rng, _size(shape)).reshape(shape)
+    out = pcg64.standard_normal(rng, _size(shape))
+    return (out if out is not None else _standard_normal(rng, _size(shape))).reshape(shape)
 
 
 def integers(rng: np.random.Generator, low: int, high: int, shape) -> np.ndarray:
     """``rng.integers(low, high, shape)`` (int64, ``high`` excluded)."""
-    return _integers(rng, np.int64(low), np.int64(high), _size(shape)).reshape(shape)
+    out = pcg64.integers(rng, low, high, _size(shape))
+    return (out if out is not None else _integers(rng, np.int64(low), np.int64(high), _size(shape))).reshape(shape)
 
 
 def random(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.random(shape)`` (float64 in [0, 1))."""
-    return _random(rng, _size(shape)).reshape(shape)
+    out = pcg64.random(rng, _size(shape))
+    return (out if out is not None else _random(rng, _size(shape))).reshape(shape)
