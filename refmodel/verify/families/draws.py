@@ -19,7 +19,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import pcg64
+try:        # numba's private ziggurat tables: where a numba lacks them, its Generator methods draw
+    from . import pcg64
+except ImportError:  # pragma: no cover - numba without numba.np.random._constants
+    pcg64 = None
 
 
 @numba.njit(cache=True)
@@ -43,17 +46,17 @@ def _size(shape) -> int:
 
 def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.standard_normal(shape)`` (float64)."""
-    out = pcg64.standard_normal(rng, _size(shape))
+    out = pcg64.standard_normal(rng, _size(shape)) if pcg64 is not None else None
     return (out if out is not None else _standard_normal(rng, _size(shape))).reshape(shape)
 
 
 def integers(rng: np.random.Generator, low: int, high: int, shape) -> np.ndarray:
     """``rng.integers(low, high, shape)`` (int64, ``high`` excluded)."""
-    out = pcg64.integers(rng, low, high, _size(shape))
+    out = pcg64.integers(rng, low, high, _size(shape)) if pcg64 is not None else None
     return (out if out is not None else _integers(rng, np.int64(low), np.int64(high), _size(shape))).reshape(shape)
 
 
 def random(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.random(shape)`` (float64 in [0, 1))."""
-    out = pcg64.random(rng, _size(shape))
+    out = pcg64.random(rng, _size(shape)) if pcg64 is not None else None
     return (out if out is not None else _random(rng, _size(shape))).reshape(shape)
