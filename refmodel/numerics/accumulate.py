@@ -355,6 +355,8 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
         raise InputError(f"codes must have shape (P, K, Q), got {codes.shape}")
     if codes.dtype.kind != "u":
         codes = codes.astype(np.uint32)
+    if not codes.flags.writeable:      # a read-only array is another type to numba: one more compile
+        codes = codes.copy()
     P, K, Q = codes.shape
     tsig, texp, tcls = decode_table(spec)
     sig = np.empty(codes.shape, np.int16)
