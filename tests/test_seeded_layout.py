@@ -260,3 +260,17 @@ def test_compiled_mix_is_the_formula():
     z = np.random.default_rng(34).integers(0, 1 << 63, (3, 5000), dtype=np.int64).astype(np.uint64) * np.uint64(2)
     z[0, :4] = [0, 1, (1 << 64) - 1, 0x9E3779B97F4A7C15]
     assert np.array_equal(mix(z), mix_formula(z)) and mix(z).shape == z.shape
+
+
+@pytest.mark.parametrize("dt", range(7))
+def test_elem_rand_is_elem_of_rand(dt):
+    """The fused element draw equals wl_elem of wl_rand as numpy formulas, for every element type,
+    both families and counters past 2**32."""
+    from refmodel.verify.seeded_layout import _elem, _elem_rand, _rand
+
+    rng = np.random.default_rng(dt)
+    pre = rng.integers(0, 1 << 63, 9, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    fam = rng.integers(0, 2, 9).astype(np.int32)
+    for start, n in ((0, 700), (12345, 64), ((1 << 33) + 5, 33)):
+        want = _elem(_rand(pre[:, None], np.arange(start, start + n, dtype=np.int64)[None, :]), fam[:, None], dt)
+        assert np.array_equal(_elem_rand(pre, start, n, fam, dt), want), (dt, start)
