@@ -8,8 +8,7 @@ numba implements ``np.random.Generator``'s methods by NumPy's own algorithms (th
 normals, Lemire's bounded integers, the 53-bit doubles) on the Generator's bit generator, whose state
 it advances in place.  So ``standard_normal(rng, shape)`` returns what ``rng.standard_normal(shape)``
 would and leaves ``rng`` where it would (``tests/test_draws.py`` holds every function here to the
-Generator method it replaces, interleaved, over many shapes and bounds), about three times faster
-for normals.  The recorded fixtures' inputs are rebuilt from seeds by these draws, and each replay
+Generator method it replaces, interleaved, over many shapes and bounds).  The recorded fixtures' inputs are rebuilt from seeds by these draws, and each replay
 checks the rebuilt inputs against the recorded sha256: a stream that changed is reported, never
 compared.
 """
@@ -44,19 +43,24 @@ def _size(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+def _draw(inline: str, compiled, rng: np.random.Generator, shape, *args) -> np.ndarray:
+    """:mod:`.pcg64`'s ``inline`` draw of ``shape``'s elements, or (other bit generators and ranges,
+    or no :mod:`.pcg64`) numba's Generator method ``compiled``."""
+    n = _size(shape)
+    out = getattr(pcg64, inline)(rng, *args, n) if pcg64 is not None else None
+    return (out if out is not None else compiled(rng, *(np.int64(a) for a in args), n)).reshape(shape)
+
+
 def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.standard_normal(shape)`` (float64)."""
-    out = pcg64.standard_normal(rng, _size(shape)) if pcg64 is not None else None
-    return (out if out is not None else _standard_normal(rng, _size(shape))).reshape(shape)
+    return _draw("standard_normal", _standard_normal, rng, shape)
 
 
 def integers(rng: np.random.Generator, low: int, high: int, shape) -> np.ndarray:
     """``rng.integers(low, high, shape)`` (int64, ``high`` excluded)."""
-    out = pcg64.integers(rng, low, high, _size(shape)) if pcg64 is not None else None
-    return (out if out is not None else _integers(rng, np.int64(low), np.int64(high), _size(shape))).reshape(shape)
+    return _draw("integers", _integers, rng, shape, low, high)
 
 
 def random(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.random(shape)`` (float64 in [0, 1))."""
-    out = pcg64.random(rng, _size(shape)) if pcg64 is not None else None
-    return (out if out is not None else _random(rng, _size(shape))).reshape(shape)
+    return _draw("random", _random, rng, shape)

@@ -131,26 +131,26 @@ def _put(rng: np.random.Generator, st: np.ndarray) -> None:
                                "inc": (v[2] << 64) | v[3]}, "has_uint32": v[4], "uinteger": v[5]}
 
 
-def standard_normal(rng: np.random.Generator, n: int) -> np.ndarray | None:
-    """``rng.standard_normal(n)``, or None where ``rng`` is not PCG64 (the caller draws otherwise)."""
+def _fill(rng: np.random.Generator, kernel, dtype, n: int, *args) -> np.ndarray | None:
+    """``kernel(state, *args, out)`` on the Generator's PCG64 state (written back after), or None where
+    ``rng`` is not PCG64 (the caller draws otherwise)."""
     st = _state(rng)
     if st is None:
         return None
-    out = np.empty(n, np.float64)
-    _normals(st, out)
+    out = np.empty(n, dtype)
+    kernel(st, *args, out)
     _put(rng, st)
     return out
+
+
+def standard_normal(rng: np.random.Generator, n: int) -> np.ndarray | None:
+    """``rng.standard_normal(n)``, or None where ``rng`` is not PCG64 (the caller draws otherwise)."""
+    return _fill(rng, _normals, np.float64, n)
 
 
 def random(rng: np.random.Generator, n: int) -> np.ndarray | None:
     """``rng.random(n)``, or None where ``rng`` is not PCG64."""
-    st = _state(rng)
-    if st is None:
-        return None
-    out = np.empty(n, np.float64)
-    _doubles(st, out)
-    _put(rng, st)
-    return out
+    return _fill(rng, _doubles, np.float64, n)
 
 
 def integers(rng: np.random.Generator, low: int, high: int, n: int) -> np.ndarray | None:
@@ -159,10 +159,4 @@ def integers(rng: np.random.Generator, low: int, high: int, n: int) -> np.ndarra
     span = int(high) - int(low) - 1
     if not 0 < span < 0xFFFFFFFF:
         return None
-    st = _state(rng)
-    if st is None:
-        return None
-    out = np.empty(n, np.int64)
-    _bounded(st, np.int64(low), np.int64(span), out)
-    _put(rng, st)
-    return out
+    return _fill(rng, _bounded, np.int64, n, np.int64(low), np.int64(span))
