@@ -38,10 +38,16 @@ _FIELD_MASK = 0x3FFF | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 << 6
 @numba.njit(cache=True, nogil=True)
 def _mix_kernel(z, out):
     for i in range(z.size):
-        x = z[i] + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        out[i] = x ^ (x >> np.uint64(31))
+        out[i] = _mix1(z[i])
+
+
+@numba.njit(cache=True)
+def _mix1(z):
+    """``wl_mix`` of one uint64."""
+    x = z + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def mix(z: np.ndarray) -> np.ndarray:
@@ -134,10 +140,7 @@ def _elem_rand_kernel(pre, start, fam, ints, dt, eb, mb, out):
         p = pre[c]
         row = out[c]
         for i in range(row.size):
-            x = (p ^ np.uint64(start + i)) + np.uint64(0x9E3779B97F4A7C15)
-            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            h = x ^ (x >> np.uint64(31))
+            h = _mix1(p ^ np.uint64(start + i))
             v = np.uint32(h & np.uint64(0xFF))
             if dt >= 5:
                 row[i] = v
