@@ -347,6 +347,12 @@ def _decode_kernel(lo_pb, hi_pb, codes, tsig, texp, tcls, kblk, sig, exp, cls, a
                     asp[q] |= row[q] >= 2
 
 
+def _decoded_buffers(P: int, K: int, Q: int, kblk: int) -> tuple[np.ndarray, ...]:
+    """Empty (sig, exp, cls, any_zero, any_special) of a (P, K, Q) :class:`Decoded`."""
+    return (np.empty((P, K, Q), np.int16), np.empty((P, K, Q), np.int16), np.empty((P, K, Q), np.int8),
+            np.empty((P, K // kblk, Q), np.bool_), np.empty((P, K // kblk, Q), np.bool_))
+
+
 def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded:
     """Decode integer codes of ``spec`` (e4m3, e5m2, f16, bf16, tf32), shape (P, K, Q),
     for the kernels via :func:`decode_table`; block flags over ``kblk`` along K."""
@@ -359,11 +365,7 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
         codes = codes.copy()
     P, K, Q = codes.shape
     tsig, texp, tcls = decode_table(spec)
-    sig = np.empty(codes.shape, np.int16)
-    exp = np.empty(codes.shape, np.int16)
-    cls = np.empty(codes.shape, np.int8)
-    anyz = np.empty((P, K // kblk, Q), np.bool_)
-    anys = np.empty((P, K // kblk, Q), np.bool_)
+    sig, exp, cls, anyz, anys = _decoded_buffers(P, K, Q, kblk)
     parallel_ranges(_decode_kernel, P * (K // kblk), codes, tsig, texp, tcls, kblk, sig, exp, cls, anyz, anys,
                     work=codes.size)
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
@@ -421,11 +423,7 @@ def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: Fo
     if K % kblk:
         raise InputError(f"the gathered K ({K}) must be a multiple of kblk ({kblk})")
     tsig, texp, tcls = decode_table(spec)
-    sig = np.empty((P, K, Q), np.int16)
-    exp = np.empty((P, K, Q), np.int16)
-    cls = np.empty((P, K, Q), np.int8)
-    anyz = np.empty((P, K // kblk, Q), np.bool_)
-    anys = np.empty((P, K // kblk, Q), np.bool_)
+    sig, exp, cls, anyz, anys = _decoded_buffers(P, K, Q, kblk)
     parallel_ranges(_gather_rows_kernel, P * (K // kblk), tsig[codes], texp[codes], tcls[codes], pos,
                     tsig[zero_code], texp[zero_code], tcls[zero_code], kblk, sig, exp, cls, anyz, anys,
                     work=sig.size)
