@@ -118,11 +118,12 @@ def sweep_sums(code: int, chunks, word_bits: int, lo: int) -> np.ndarray:
         table = table.view(np.uint64)
         parallel_ranges(_table_sweep_pieces, parts.size, chunks, table, name in HALVES, parts)
         return parts.reshape(chunks.size, 256).sum(axis=1, dtype=np.uint64)
-    return block_sweep(_map_unary, code, chunks, _words(word_bits, lo), (1 << 64) - 1)
+    return _sweep_sums_direct(code, chunks, word_bits, lo)
 
 
 def _sweep_sums_direct(code: int, chunks, word_bits: int, lo: int) -> np.ndarray:
-    """:func:`sweep_sums` evaluating the form on every input word (the tests' reference)."""
+    """:func:`sweep_sums` evaluating the form on every input word: its path for the other forms, and
+    the tests' reference for the table path."""
     return block_sweep(_map_unary, code, np.ascontiguousarray(chunks, dtype=np.int64), _words(word_bits, lo),
                        (1 << 64) - 1)
 
