@@ -745,3 +745,59 @@ def test_decode_gathered_is_gather_then_decode(dtype, kblk, request):
     for name in ("sig", "exp", "cls", "any_zero", "any_special"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
     assert got.mbits == want.mbits and got.spec == want.spec
+
+
+@pytest.mark.parametrize("dtype,kblk,promote,tiny", [("e4m3", 16, 0, False), ("e4m3", 32, 2, False),
+                                                     ("f16", 8, 0, False), ("bf16", 8, 4, False),
+                                                     ("tf32", 4, 0, False), ("e5m2", 32, 0, False),
+                                                     ("bf16", 8, 0, True), ("tf32", 4, 0, True)])
+def test_chain_reads_gathered_rows_like_the_built_operand(dtype, kblk, promote, tiny, request):
+    """The fast chain kernel reading a row-gathered B through its row indices gives the bits of the
+    same chain on the gathered operand built in full, by the fast and by the integer kernel: every
+    code (NaN, Inf, zeros, subnormals), dropped positions, C with specials, promotion stages; and
+    (``tiny``) products near 2**-148, with zeros among them, whose sums land in f32's subnormals.
+    (No form's e_zero lies above the smallest normal C's exponent, so a block's zero flags never
+    move e_max; the gathered flags themselves are held to decode_operand's in the test above.)"""
+    from refmodel.numerics.accumulate import decode_operand, fdpa_chain, gather_rows
+    from refmodel.numerics.wgmma import operand_spec
+    from refmodel.wgmma_forms import parse_wgmma
+    from seeds import rng_for
+
+    rng = rng_for(request, dtype, kblk, promote, tiny)
+    k = {"e4m3": 32, "e5m2": 32, "f16": 16, "bf16": 16, "tf32": 8}[dtype]
+    p = params_for(parse_wgmma(f"wgmma.mma_async.sync.aligned.m64n8k{k}.f32.{dtype}.{dtype}"))
+    spec = operand_spec(dtype, p)
+    K, Kc, Q, R = 160, 8 * kblk, 24, 45          # 45 rows: tiles of several rows, four at a time
+    udt = {8: np.uint8, 16: np.uint16}.get(spec.bits, np.uint32)
+    codes = rng.integers(0, 1 << spec.bits, (K, Q)).astype(udt)
+    one = ((1 << (spec.ebits - 1)) - 1) << spec.mbits                 # the code of 1.0
+    codes[rng.random((K, Q)) < 0.97] = one + rng.integers(0, 1 << spec.mbits)  # mostly finite terms
+    pos = rng.integers(-1, K, (R, Kc))
+    zero = int(rng.integers(0, 2)) << (spec.bits - 1)               # +0 or -0
+    acodes = rng.integers(0, 1 << spec.bits, (R, Kc, 1)).astype(udt)
+    acodes[rng.random(acodes.shape) < 0.99] = one - rng.integers(0, 4 << spec.mbits)
+    if tiny:        # |A|, |B| near 2**-74, a tenth of B +0 / -0
+        def tiny_codes(shape):
+            return ((rng.integers(0, 2, shape) << (spec.bits - 1)) | ((rng.integers(-2, 3, shape) + bias - 74)
+                    << spec.mbits) | rng.integers(0, 1 << spec.mbits, shape)).astype(udt)
+        bias = (1 << (spec.ebits - 1)) - 1
+        acodes = tiny_codes(acodes.shape)
+        codes = tiny_codes(codes.shape)
+        codes[rng.random(codes.shape) < 0.1] &= udt(1 << (spec.bits - 1))
+    a = decode_operand(acodes, spec, kblk=kblk)
+    cbits = rng.integers(0, 1 << 32, (R, Q), dtype=np.uint64).astype(np.uint32)
+    cbits[rng.random((R, Q)) < 0.7] &= np.uint32(0x3FFFFFFF)        # mostly finite C
+    if tiny:
+        cbits[:] = 0
+    gathered = gather_rows(codes, pos, zero, spec, kblk=kblk)
+    built = gathered.materialise()
+    outs = []
+    for b, kernel, rows_per_b in ((gathered, "fast", 1), (built, "fast", 1), (built, "int", 1)):
+        kw = {}
+        if promote:
+            kw = dict(promote_nblk=promote, acc_f32=np.zeros((R, Q), np.float32))
+        d = fdpa_chain(a, b, cbits if not promote else np.zeros((R, Q), np.uint32), p, kblk=kblk,
+                       rows_per_b=rows_per_b, kernel=kernel, **kw)
+        outs.append(kw["acc_f32"].view(np.uint32).copy() if promote else d)
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[1], outs[2])
+    assert np.any(outs[0] != outs[0][0, 0])         # not a constant: the chain did something

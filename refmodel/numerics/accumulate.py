@@ -371,63 +371,94 @@ def decode_operand(codes: np.ndarray, spec: FormatSpec, *, kblk: int) -> Decoded
     return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
 
 
+@dataclass
+class RowGathered:
+    """A B operand whose rows differ from one row of A to the next, held without copying them:
+    term k of A's row r multiplies B's row ``rows[r, k]`` of ``base`` (decoded, shape (1, rows, N)).
+    ``any_zero`` / ``any_special`` (R, K/kblk, N) are each row's block flags over its own terms.
+    :func:`fdpa_chain`'s fast kernel reads B's rows through ``rows``; :meth:`materialise` builds the
+    (R, K, N) operand the other kernels take.  Built by :func:`gather_rows`."""
+
+    base: Decoded
+    rows: np.ndarray
+    any_zero: np.ndarray
+    any_special: np.ndarray
+    kblk: int
+
+    @property
+    def mbits(self) -> int:
+        return self.base.mbits
+
+    @property
+    def spec(self) -> Optional[FormatSpec]:
+        return self.base.spec
+
+    def materialise(self) -> Decoded:
+        """The (R, K, N) Decoded operand: row r's term k is B's row ``rows[r, k]``."""
+        b = self.base
+        return Decoded(b.sig[0][self.rows], b.exp[0][self.rows], b.cls[0][self.rows], b.mbits,
+                       self.any_zero, self.any_special, b.spec)
+
+
 @numba.njit(cache=True, nogil=True)
-def _gather_rows_kernel(lo_pb, hi_pb, bsig, bexp, bcls, pos, zsig, zexp, zcls, kblk, sig, exp, cls, anyz, anys):
-    """Blocks ``lo_pb .. hi_pb`` of the gathered operand: ``sig[p, k] = bsig[pos[p, k]]`` (a row of the
-    decoded B; ``zsig`` where ``pos[p, k] < 0``), the same for ``exp`` and ``cls``, and the block flags."""
-    P, K, Q = sig.shape
+def _row_flags_kernel(lo_pb, hi_pb, bcls, rows, kblk, anyz, anys):
+    """Blocks ``lo_pb .. hi_pb`` of a row-gathered operand's flags: whether any of row p's terms
+    in the block meets a zero (class 1) or NaN / Inf (class >= 2) of B's row ``rows[p, k]``."""
+    P, K = rows.shape
+    N = bcls.shape[1]
     nblk = K // kblk
     for pb in range(lo_pb, hi_pb):
         pi = pb // nblk
         blk = pb % nblk
         az = anyz[pi, blk]
         asp = anys[pi, blk]
-        for q in range(Q):
+        for q in range(N):
             az[q] = False
             asp[q] = False
         for k in range(blk * kblk, (blk + 1) * kblk):
-            r = pos[pi, k]
-            ss = sig[pi, k]
-            es = exp[pi, k]
-            ks = cls[pi, k]
-            if r < 0:
-                for q in range(Q):
-                    ss[q] = zsig
-                    es[q] = zexp
-                    ks[q] = zcls
-            else:
-                rs = bsig[r]
-                re = bexp[r]
-                rc = bcls[r]
-                for q in range(Q):
-                    ss[q] = rs[q]
-                    es[q] = re[q]
-                    ks[q] = rc[q]
-            for q in range(Q):
-                az[q] |= ks[q] == 1
-                asp[q] |= ks[q] >= 2
+            rc = bcls[rows[pi, k]]
+            for q in range(N):
+                az[q] |= rc[q] == 1
+                asp[q] |= rc[q] >= 2
+
+
+def gather_rows(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: FormatSpec, *,
+                kblk: int) -> RowGathered:
+    """The operand ``g`` (P, Kc, Q) with ``g[p, k] = codes[pos[p, k]]`` (a row of ``codes``, shape
+    (K, Q)) and ``zero_code`` where ``pos[p, k] < 0`` — a sparse operand's rows of B picked by each
+    row's kept positions — as a :class:`RowGathered`: ``codes`` decoded once (with a row of
+    ``zero_code`` after its last), the gathered rows never copied."""
+    codes = np.ascontiguousarray(codes)
+    if codes.ndim != 2:
+        raise InputError(f"codes must have shape (K, Q), got {codes.shape}")
+    if codes.dtype.kind != "u":
+        codes = codes.astype(np.uint32)
+    pos = np.asarray(pos)
+    if pos.ndim != 2:
+        raise InputError(f"pos must have shape (P, Kc), got {pos.shape}")
+    P, Kc = pos.shape
+    K, Q = codes.shape
+    if Kc % kblk:
+        raise InputError(f"the gathered K ({Kc}) must be a multiple of kblk ({kblk})")
+    if pos.size and pos.max(initial=-1) >= K:
+        raise InputError(f"pos must index the {K} rows of codes, got {int(pos.max())}")
+    ext = np.empty((K + 1, Q), codes.dtype)
+    ext[:K] = codes
+    ext[K] = zero_code
+    base = decode_operand(ext[None], spec, kblk=K + 1)
+    rows = np.where(pos < 0, K, pos).astype(np.int32)
+    anyz = np.empty((P, Kc // kblk, Q), np.bool_)
+    anys = np.empty((P, Kc // kblk, Q), np.bool_)
+    parallel_ranges(_row_flags_kernel, P * (Kc // kblk), base.cls[0], rows, kblk, anyz, anys, work=P * Kc * Q)
+    return RowGathered(base, rows, anyz, anys, kblk)
 
 
 def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: FormatSpec, *,
                     kblk: int) -> Decoded:
     """:func:`decode_operand` of ``g`` (P, Kc, Q) with ``g[p, k] = codes[pos[p, k]]`` (a row of
-    ``codes``, shape (K, Q)) and ``zero_code`` where ``pos[p, k] < 0``: a sparse operand's rows of B
-    picked by each row's kept positions.  B is decoded once and its decoded rows copied, the gathered
-    codes never built (tests hold it equal to gathering, then :func:`decode_operand`)."""
-    codes = np.ascontiguousarray(codes)
-    if codes.dtype.kind != "u":
-        codes = codes.astype(np.uint32)
-    pos = np.ascontiguousarray(pos, np.int64)
-    P, K = pos.shape
-    Q = codes.shape[1]
-    if K % kblk:
-        raise InputError(f"the gathered K ({K}) must be a multiple of kblk ({kblk})")
-    tsig, texp, tcls = decode_table(spec)
-    sig, exp, cls, anyz, anys = _decoded_buffers(P, K, Q, kblk)
-    parallel_ranges(_gather_rows_kernel, P * (K // kblk), tsig[codes], texp[codes], tcls[codes], pos,
-                    tsig[zero_code], texp[zero_code], tcls[zero_code], kblk, sig, exp, cls, anyz, anys,
-                    work=sig.size)
-    return Decoded(sig, exp, cls, spec.mbits, anyz, anys, spec)
+    ``codes``, shape (K, Q)) and ``zero_code`` where ``pos[p, k] < 0``: :func:`gather_rows`,
+    materialised (tests hold it equal to gathering the codes, then :func:`decode_operand`)."""
+    return gather_rows(codes, pos, zero_code, spec, kblk=kblk).materialise()
 
 
 # ----------------------------------------------------------------------------- float32 promotion (promotion.py)
@@ -610,7 +641,13 @@ def fdpa_chain(A: Decoded, B: Decoded, c_bits: np.ndarray, p: AccumParams, *, kb
     if kernel not in CHAIN_KERNELS:
         raise InputError(f"kernel must be one of {', '.join(CHAIN_KERNELS)}, got {_describe(kernel)}")
     R, K, _ = A.sig.shape
-    N = B.sig.shape[2]
+    if isinstance(B, RowGathered):      # every row its own B: rows_per_b is 1
+        if B.rows.shape != (R, K) or B.kblk != kblk or rows_per_b != 1:
+            raise InputError(f"a row-gathered B needs rows of shape ({R}, {K}), kblk = {B.kblk} and "
+                             f"rows_per_b = 1, got {B.rows.shape}, {kblk} and {rows_per_b}")
+        if kernel != "fast":        # only the fast kernel reads rows through the gather
+            B = B.materialise()
+    N = (B.base if isinstance(B, RowGathered) else B).sig.shape[2]
     if nblk is None:
         nblk = K // kblk - blk0
     L = p.F - A.mbits - B.mbits

@@ -55,7 +55,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .._parallel import parallel_ranges, threads as n_threads
-from .fdpa_special import BIG, _acc_value, _special_bits
+from .fdpa_special import BIG, _acc_value, _special_bits, _special_bits_rows
 from .promotion import promote_one
 
 DEAD8 = -64  # exponent of a zero / special operand in the int8 exponent arrays (-BIG in int16)
@@ -390,6 +390,72 @@ def _terms4(VA, VB, ra, rb, rc, rd, nb, k0, k1, scale, acc):
 
 
 @numba.njit(cache=True)
+def _pmax4_rows(EA, EB, BR, ra, rb, rc, rd, k0, k1, pm):
+    """:func:`_pmax4` of a row-gathered B (EB (1, rows, N)): term k of row r_i meets B's row
+    ``BR[r_i, k]``."""
+    N = pm.shape[1]
+    t = pm.dtype.type
+    p0 = pm[0]
+    p1 = pm[1]
+    p2 = pm[2]
+    p3 = pm[3]
+    lo = t(-128) if pm.itemsize == 1 else t(-32768)
+    for j in range(N):
+        p0[j] = lo
+        p1[j] = lo
+        p2[j] = lo
+        p3[j] = lo
+    for k in range(k0, k1):
+        a0 = EA[ra, k, 0]
+        c0 = EA[rb, k, 0]
+        d0 = EA[rc, k, 0]
+        e0 = EA[rd, k, 0]
+        b0 = EB[0, BR[ra, k]]
+        b1 = EB[0, BR[rb, k]]
+        b2 = EB[0, BR[rc, k]]
+        b3 = EB[0, BR[rd, k]]
+        for j in range(N):
+            p0[j] = max(p0[j], t(a0 + b0[j]))
+            p1[j] = max(p1[j], t(c0 + b1[j]))
+            p2[j] = max(p2[j], t(d0 + b2[j]))
+            p3[j] = max(p3[j], t(e0 + b3[j]))
+
+
+@numba.njit(cache=True)
+def _terms4_rows(VA, VB, BR, ra, rb, rc, rd, k0, k1, scale, acc):
+    """:func:`_terms4` of a row-gathered B (VB (1, rows, N)): term k of row r_i multiplies B's
+    row ``BR[r_i, k]``."""
+    N = acc.shape[1]
+    A0 = acc[0]
+    A1 = acc[1]
+    A2 = acc[2]
+    A3 = acc[3]
+    S0 = scale[0]
+    S1 = scale[1]
+    S2 = scale[2]
+    S3 = scale[3]
+    for j in range(N):
+        A0[j] = 0
+        A1[j] = 0
+        A2[j] = 0
+        A3[j] = 0
+    for k in range(k0, k1):
+        a0 = VA[ra, k, 0]
+        c0 = VA[rb, k, 0]
+        d0 = VA[rc, k, 0]
+        e0 = VA[rd, k, 0]
+        b0 = VB[0, BR[ra, k]]
+        b1 = VB[0, BR[rb, k]]
+        b2 = VB[0, BR[rc, k]]
+        b3 = VB[0, BR[rd, k]]
+        for j in range(N):
+            A0[j] += np.trunc(a0 * b0[j] * S0[j])
+            A1[j] += np.trunc(c0 * b1[j] * S1[j])
+            A2[j] += np.trunc(d0 * b2[j] * S2[j])
+            A3[j] += np.trunc(e0 * b3[j] * S3[j])
+
+
+@numba.njit(cache=True)
 def _value_bits(v, acc_e, acc_m, nan_bits):
     """Accumulator bits (f32 or f16 layout) of a value the accumulator holds exactly."""
     if math.isnan(v):
@@ -536,7 +602,7 @@ def _promote_row(acc, d, sa, sb, op):
 
 
 @numba.njit(cache=True, nogil=True)
-def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA, CA, SB, CB, rows_per_b,
+def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA, CA, SB, CB, BR, gathered, rows_per_b,
                  tile_rows, kblk, blk0, nblk, dv, accbuf, scalebuf, elo, ehi, thr8,
                  F, e_zero, acc_e, acc_m, rnd_m, rz, sat, nan_bits, stage_nblk, scale_rows,
                  scale_cols, op, accf):
@@ -547,7 +613,11 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
     EA / EB (int16) are used; ``tile_rows`` rows per parallel tile; dv (R, N): each
     chain's C on entry and its D on return, as values (accbuf's dtype); accbuf (tiles, 4, N) the block sums (float32 when
     they provably stay below 2**24, else float64); scalebuf (tiles, 4, N) of VA's dtype
-    for 2**(F - e_max), its exponent clamped to elo..ehi.  Rows go four at a time."""
+    for 2**(F - e_max), its exponent clamped to elo..ehi.  Rows go four at a time.
+
+    ``gathered``: B is row-gathered (:class:`refmodel.numerics.accumulate.RowGathered`): VB, EB, EB8,
+    SB, CB hold B's distinct rows (1, rows, N), term k of row r multiplies row ``BR[r, k]``, and
+    the block flags BZ, BS, BSany are row r's (indexed by r, not by B); ``rows_per_b`` is R."""
     R = VA.shape[0]
     N = VB.shape[2]
     bias = (1 << (acc_e - 1)) - 1
@@ -581,7 +651,12 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                 rb = min(g + 1, r1 - 1)
                 rc = min(g + 2, r1 - 1)
                 rd = min(g + 3, r1 - 1)
-                if narrow:
+                if gathered:
+                    if narrow:
+                        _pmax4_rows(EA8, EB8, BR, g, rb, rc, rd, k0, k1, pm8)
+                    else:
+                        _pmax4_rows(EA, EB, BR, g, rb, rc, rd, k0, k1, pm16)
+                elif narrow:
                     _pmax4(EA8, EB8, g, rb, rc, rd, nb, k0, k1, pm8)
                 else:
                     _pmax4(EA, EB, g, rb, rc, rd, nb, k0, k1, pm16)
@@ -594,11 +669,12 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                     # e_max: the largest of the products' exponents, C's (e_zero if C is
                     # zero) and e_zero when the block has a zero operand
                     zrow = ez if AZ[r, blk, 0] else np.int32(-BIG)
+                    bzr = BZ[r, blk] if gathered else bz
                     if narrow:
-                        spec, clamp = _emax_row(d, cprev4[i], pm8[i], bz, emax4[i], scale4[i], ez, zrow, thr,
+                        spec, clamp = _emax_row(d, cprev4[i], pm8[i], bzr, emax4[i], scale4[i], ez, zrow, thr,
                                                 demin, F, elo, ehi)
                     else:
-                        spec, clamp = _emax_row(d, cprev4[i], pm16[i], bz, emax4[i], scale4[i], ez, zrow, thr,
+                        spec, clamp = _emax_row(d, cprev4[i], pm16[i], bzr, emax4[i], scale4[i], ez, zrow, thr,
                                                 demin, F, elo, ehi)
                     flags[i, 0] = spec
                     flags[i, 1] = clamp
@@ -606,7 +682,10 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                     for j in range(N):
                         scale4[i, j] = scale4[nr - 1, j]
                 # the aligned, truncated products, summed exactly
-                _terms4(VA, VB, g, rb, rc, rd, nb, k0, k1, scale4, acc4)
+                if gathered:
+                    _terms4_rows(VA, VB, BR, g, rb, rc, rd, k0, k1, scale4, acc4)
+                else:
+                    _terms4(VA, VB, g, rb, rc, rd, nb, k0, k1, scale4, acc4)
                 for i in range(nr):
                     r = g + i
                     d = dv[r]
@@ -614,25 +693,40 @@ def chain_kernel(t_lo, t_hi, VA, EA, EA8, AZ, AS, VB, EB, EB8, BZ, BS, BSany, SA
                     _round_row(d, cprev, acc4[i], emax4[i], scale4[i], flags[i, 1], F, demin, rnd_m, rz, largest,
                                ovf, elo, ehi)
                     # NaN / Inf: redo the affected elements
-                    if AS[r, blk, 0] or bsany or flags[i, 0]:
+                    if AS[r, blk, 0] or (BSany[r, blk] if gathered else bsany) or flags[i, 0]:
                         asp = AS[r, blk, 0]
-                        bs = BS[nb, blk]
+                        bs = BS[r if gathered else nb, blk]
                         for j in range(N):
                             if asp or bs[j] or not math.isfinite(cprev[j]):
                                 cb = _value_bits(np.float64(cprev[j]), acc_e, acc_m, nan_bits)
-                                bits = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, cb,
-                                                     acc_e, acc_m, nan_bits)
+                                if gathered:
+                                    bits = _special_bits_rows(r, k0, k1, j, SA, CA, SB, CB, BR, cb,
+                                                              acc_e, acc_m, nan_bits)
+                                else:
+                                    bits = _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, cb,
+                                                         acc_e, acc_m, nan_bits)
                                 d[j] = _acc_value(bits, acc_e, acc_m)
                     if stage_nblk > 0 and (bi + 1) % stage_nblk == 0:
                         st = bi // stage_nblk
                         _promote_row(accf[r], d, scale_rows[st, r], scale_cols[st], op)
 
 
+#: the kernel's B-row array when B is not row-gathered (never read)
+_NO_ROWS = np.zeros((1, 1), np.int32)
+
+
 def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.ndarray,
               out: np.ndarray, p, stage_nblk: int, scale_rows: np.ndarray,
               scale_cols: np.ndarray, op: int, accf: np.ndarray) -> None:
     """Run :func:`chain_kernel` for :func:`refmodel.numerics.accumulate.fdpa_chain` (which
-    validated the arguments): A, B Decoded operands, results into ``out`` (and ``accf``)."""
+    validated the arguments): A Decoded, B Decoded or row-gathered
+    (:class:`refmodel.numerics.accumulate.RowGathered`: then every row has its own B, ``rows_per_b``
+    is 1 and the kernel reads B's rows through the gather), results into ``out`` (and ``accf``)."""
+    rows = getattr(B, "rows", None)          # a RowGathered B (duck-typed: accumulate is not imported)
+    if rows is not None:
+        flags = (B.any_zero, B.any_special)
+        B = B.base
+        rows_per_b = A.sig.shape[0]           # the kernel's tiles: every row against the one base B
     NB, _, N = B.sig.shape
     known = A.spec is not None and B.spec is not None
     # without the formats: float64 holds any product exactly, int16 any exponent
@@ -658,7 +752,8 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
     with np.errstate(invalid="ignore"):  # a signalling NaN C: its D is redone by the NaN rule
         dv = np.ascontiguousarray(cbits.astype(ubits).view(acc_dt), dtype=adt)
     _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
-         elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf)
+         elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf,
+         None if rows is None else (rows,) + flags)
     with np.errstate(invalid="ignore"):
         d = dv.astype(acc_dt)  # exact: D's values are the accumulator's
     bits = d.view(ubits).copy()
@@ -667,14 +762,19 @@ def run_chain(A, B, rows_per_b: int, kblk: int, blk0: int, nblk: int, cbits: np.
 
 
 def _run(VA, EA8, VB, EB8, A, B, rows_per_b, tile_rows, kblk, blk0, nblk, dv, ntiles, N, adt, vdt,
-         elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf):
+         elo, ehi, thr8, p, spec, stage_nblk, scale_rows, scale_cols, op, accf, gather=None):
     """:func:`chain_kernel` with its scratch buffers and the binding's numbers.  The scale
     vectors go in writeable (a read-only broadcast view would be another type: a second
-    compile of the kernel for promoted chains)."""
+    compile of the kernel for promoted chains).  ``gather``: (rows, any_zero, any_special) of a
+    row-gathered B, or None."""
     scale_rows, scale_cols = (x if x.flags.writeable else x.copy() for x in (scale_rows, scale_cols))
+    if gather is None:
+        BR, BZ, BS = _NO_ROWS, B.any_zero, B.any_special
+    else:
+        BR, BZ, BS = gather
     parallel_ranges(chain_kernel, ntiles, VA, A.exp, EA8, A.any_zero, A.any_special, VB, B.exp, EB8,
-                    B.any_zero, B.any_special, np.ascontiguousarray(B.any_special.any(axis=2)), A.sig, A.cls,
-                    B.sig, B.cls, rows_per_b, tile_rows, kblk, blk0, nblk, dv,
+                    BZ, BS, np.ascontiguousarray(BS.any(axis=2)), A.sig, A.cls,
+                    B.sig, B.cls, BR, gather is not None, rows_per_b, tile_rows, kblk, blk0, nblk, dv,
                     np.empty((ntiles, 4, N), adt), np.empty((ntiles, 4, N), vdt), elo, ehi,
                     -128 if thr8 is None else thr8, p.F, p.e_zero, spec.ebits, spec.mbits,
                     p.round_mbits, p.rounding == "rz", p.overflow == "satfinite", p.nan_bits,

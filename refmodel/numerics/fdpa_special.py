@@ -30,26 +30,27 @@ def _acc_value(bits, acc_e, acc_m):
 
 
 @numba.njit(cache=True)
-def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bits):
-    """NaN / signed Inf of element (r, j) for one block that holds a special value."""
-    nan = False
-    pinf = False
-    ninf = False
-    for k in range(k0, k1):
-        ca = CA[r, k, 0]
-        cb = CB[nb, k, j]
-        if ca == 4 or cb == 4:
-            nan = True
-        elif ca >= 2 or cb >= 2:
-            if ca == 1 or cb == 1:
-                nan = True  # Inf * 0
+def _special_term(ca, cb, a_neg, b_neg, nan, pinf, ninf):
+    """(nan, +Inf, -Inf) seen so far, after one product of operand classes ``ca``, ``cb`` (signs
+    ``a_neg``, ``b_neg`` of finite operands' significands)."""
+    if ca == 4 or cb == 4:
+        nan = True
+    elif ca >= 2 or cb >= 2:
+        if ca == 1 or cb == 1:
+            nan = True  # Inf * 0
+        else:
+            na = ca == 3 or (ca == 0 and a_neg)
+            nbn = cb == 3 or (cb == 0 and b_neg)
+            if na != nbn:
+                ninf = True
             else:
-                na = ca == 3 or (ca == 0 and SA[r, k, 0] < 0)
-                nbn = cb == 3 or (cb == 0 and SB[nb, k, j] < 0)
-                if na != nbn:
-                    ninf = True
-                else:
-                    pinf = True
+                pinf = True
+    return nan, pinf, ninf
+
+
+@numba.njit(cache=True)
+def _special_result(nan, pinf, ninf, c_bits, acc_e, acc_m, nan_bits):
+    """The block's NaN / signed Inf bits from its products' (nan, +Inf, -Inf) and C's bits."""
     emask = (1 << acc_e) - 1
     if (c_bits >> acc_m) & emask == emask:  # C is Inf or NaN
         if c_bits & ((1 << acc_m) - 1):
@@ -64,3 +65,29 @@ def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bi
     if ninf:
         return inf_bits | (1 << (acc_e + acc_m))
     return inf_bits
+
+
+@numba.njit(cache=True)
+def _special_bits(r, nb, k0, k1, j, SA, CA, SB, CB, c_bits, acc_e, acc_m, nan_bits):
+    """NaN / signed Inf of element (r, j) for one block that holds a special value."""
+    nan = False
+    pinf = False
+    ninf = False
+    for k in range(k0, k1):
+        nan, pinf, ninf = _special_term(CA[r, k, 0], CB[nb, k, j], SA[r, k, 0] < 0, SB[nb, k, j] < 0,
+                                        nan, pinf, ninf)
+    return _special_result(nan, pinf, ninf, c_bits, acc_e, acc_m, nan_bits)
+
+
+@numba.njit(cache=True)
+def _special_bits_rows(r, k0, k1, j, SA, CA, SB, CB, BR, c_bits, acc_e, acc_m, nan_bits):
+    """:func:`_special_bits` of a row-gathered B: term k of row r multiplies B's row ``BR[r, k]``
+    (SB, CB of shape (1, rows, N))."""
+    nan = False
+    pinf = False
+    ninf = False
+    for k in range(k0, k1):
+        kb = BR[r, k]
+        nan, pinf, ninf = _special_term(CA[r, k, 0], CB[0, kb, j], SA[r, k, 0] < 0, SB[0, kb, j] < 0,
+                                        nan, pinf, ninf)
+    return _special_result(nan, pinf, ninf, c_bits, acc_e, acc_m, nan_bits)

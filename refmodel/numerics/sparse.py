@@ -34,7 +34,7 @@ from ..limits import check_limit
 from ..validate import _describe, as_array, check_flag, check_instr
 from ..wgmma_sp_forms import WgmmaSpForm
 from ..wgmma_sp_forms import parse_wgmma_sp as _parse_wgmma_sp
-from .accumulate import AccumParams, IntAccumParams, decode_gathered, decode_operand, fdpa, fdpa_chain, int_dot, int_dot_chain, params_for
+from .accumulate import AccumParams, IntAccumParams, decode_operand, fdpa, fdpa_chain, gather_rows, int_dot, int_dot_chain, params_for
 from .wgmma import operand_codes, operand_spec, operand_values
 
 M = 64
@@ -354,14 +354,15 @@ def gemm_sp(instr: str, a_compressed, meta, b, c=None, *, sp_sel: int = 0, promo
     return _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b)
 
 
-#: gathered B elements (rows x kept products x columns) one pass of :func:`_chain_sp` decodes at most
+#: elements one pass of :func:`_chain_sp` builds at most: the gathered B (rows x kept products x
+#: columns) of an integer form, the block flags (rows x blocks x columns) of a float one
 _GATHER_BUDGET = 1 << 22
 
 
 def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> np.ndarray:
     """:func:`gemm_sp`'s chain in one pass of the chain kernel per block of 64 rows and columns:
     B's rows gathered for every instruction's kept positions along the whole K (a dropped element
-    multiplies +0), then the instructions' fused dot products chained (``kblk`` = the kept
+    multiplies +0; float forms read them through :func:`refmodel.numerics.accumulate.gather_rows`), then the instructions' fused dot products chained (``kblk`` = the kept
     products of one instruction, or its k_group), and promoted every ``promote_every`` instructions
     as the loop :func:`_gemm_sp_loop` does instruction by instruction (tests hold the two equal)."""
     p = params_for(form.dense)
@@ -374,8 +375,11 @@ def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> n
                                     .reshape(M, kc)]], axis=1)             # (M, K/2) positions along all of K
     bbits = bits_of(np.ascontiguousarray(bb))
     out = np.empty((M, N), np.float32 if promote_every else element_dtype(form.dtype_d))
-    nw = max(form.n, min(N, _GATHER_BUDGET // (64 * kc_all) // form.n * form.n))
-    if form.family != "int8":       # B's codes once; each row block gathers them as it decodes
+    if form.family == "int8":       # the gathered B is built: (64, K/2, columns) a pass
+        nw = max(form.n, min(N, _GATHER_BUDGET // (64 * kc_all) // form.n * form.n))
+    else:                           # B's rows are read through the gather: its block flags a pass
+        nw = max(form.n, min(N, _GATHER_BUDGET // (64 * (kc_all // kblk)) // form.n * form.n))
+    if form.family != "int8":       # B's codes once; each row block reads its kept rows of them
         spec_b = operand_spec(form.dtype_b, p)
         bcodes = operand_codes(bb, form.dtype_b, p, imm_scale_b == -1)
         zero_b = int(operand_codes(from_bits(np.zeros((1, 1), bbits.dtype), form.dtype_b), form.dtype_b, p,
@@ -383,6 +387,9 @@ def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> n
     for r0 in range(0, M, 64):
         pr = pos[r0:r0 + 64]
         a_rows = ac[r0:r0 + 64]
+        if form.family != "int8":
+            A = decode_operand(operand_codes(a_rows, form.dtype_a, p, imm_scale_a == -1)[..., None],
+                               operand_spec(form.dtype_a, p), kblk=kblk)
         for n0 in range(0, N, nw):
             n1 = min(N, n0 + nw)
             cblk = None if c is None else np.asarray(c)[r0:r0 + 64, n0:n1]
@@ -395,9 +402,7 @@ def _chain_sp(form, ac, mt, bb, c, promote_every, imm_scale_a, imm_scale_b) -> n
                     np.asarray(a_rows).astype(np.int32), from_bits(g, form.dtype_b).astype(np.int32), c0, clamp,
                     kblk=kblk, rows_per_b=1)
                 continue
-            A = decode_operand(operand_codes(a_rows, form.dtype_a, p, imm_scale_a == -1)[..., None],
-                               operand_spec(form.dtype_a, p), kblk=kblk)
-            B = decode_gathered(bcodes[:, n0:n1], pr, zero_b, spec_b, kblk=kblk)      # (64, K/2, columns)
+            B = gather_rows(bcodes[:, n0:n1], pr, zero_b, spec_b, kblk=kblk)      # (64, K/2, columns)
             if promote_every:
                 acc = (np.zeros((64, n1 - n0), np.float32) if cblk is None else
                        np.array(cblk, np.float32, order="C"))
