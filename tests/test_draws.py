@@ -54,10 +54,11 @@ def test_matrix_families_draw_what_numpy_draws(dtype, monkeypatch):
             assert g.dtype == w.dtype and np.array_equal(g.view(np.uint8), w.view(np.uint8)), (fam, dtype)
 
 
-@pytest.mark.parametrize("dtype", ["e4m3", "f16", "bf16", "f32"])
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2", "f16", "bf16", "f32"])
 def test_prune_rows_2_4_is_the_stable_argsort_rule(dtype):
     """The compiled rank rule keeps what a stable descending argsort of each group keeps: ties (many
-    equal magnitudes, +-0), NaN as the largest, Inf, in every position of the group."""
+    equal magnitudes, +-0), NaN as the largest, Inf, in every position of the group; and on random
+    codes (NaN payloads of both signs, subnormals)."""
     from refmodel.dtypes import element_dtype
     from refmodel.verify.seeded import prune_rows_2_4, prune_rows_2_4_formula
 
@@ -67,7 +68,11 @@ def test_prune_rows_2_4_is_the_stable_argsort_rule(dtype):
         pool = pool[np.isfinite(pool) | np.isnan(pool)]
     a = rng.choice(pool, (37, 256)).astype(element_dtype(dtype))
     b = (rng.standard_normal((5, 64)) * 4).astype(np.float32).astype(element_dtype(dtype))
-    for x in (a, b):
+    w = np.dtype(element_dtype(dtype)).itemsize
+    c = rng.integers(0, 1 << (8 * w), (41, 128), dtype=np.uint64).astype(f"u{w}").view(element_dtype(dtype))
+    small = rng.integers(0, 4, (41, 128)).astype(f"u{w}") | (rng.integers(0, 2, (41, 128)).astype(f"u{w}") << (8 * w - 1))
+    d = np.where(rng.random((41, 128)) < 0.5, c.view(f"u{w}"), small).view(element_dtype(dtype))  # many ties
+    for x in (a, b, c, d):
         got, want = prune_rows_2_4(x), prune_rows_2_4_formula(x)
         assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
 

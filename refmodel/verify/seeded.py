@@ -309,10 +309,48 @@ def _drop_2_of_4(mag, keep):
             keep[g, i] = before < 2
 
 
+@numba.njit(cache=True, nogil=True)
+def _prune_bits(bits, mask, cap, out):
+    """out = bits with the two smallest magnitudes of every group of four set to +0 (bits: unsigned
+    codes of an IEEE-like format; a magnitude's rank is its code without the sign (``& mask``), NaN
+    codes -- above ``cap`` -- counted as ``cap``, +Inf's code or e4m3's NaN; ties: the lower index
+    kept)."""
+    for g in range(bits.size // 4):
+        k0 = min(bits[4 * g] & mask, cap)
+        k1 = min(bits[4 * g + 1] & mask, cap)
+        k2 = min(bits[4 * g + 2] & mask, cap)
+        k3 = min(bits[4 * g + 3] & mask, cap)
+        # fewer than two elements before i in a stable descending sort: i is kept
+        n0 = (k1 > k0) + (k2 > k0) + (k3 > k0)
+        n1 = (k0 >= k1) + (k2 > k1) + (k3 > k1)
+        n2 = (k0 >= k2) + (k1 >= k2) + (k3 > k2)
+        n3 = (k0 >= k3) + (k1 >= k3) + (k2 >= k3)
+        z = bits.dtype.type(0)
+        out[4 * g] = bits[4 * g] if n0 < 2 else z
+        out[4 * g + 1] = bits[4 * g + 1] if n1 < 2 else z
+        out[4 * g + 2] = bits[4 * g + 2] if n2 < 2 else z
+        out[4 * g + 3] = bits[4 * g + 3] if n3 < 2 else z
+
+
+#: formats whose magnitude order is their code order without the sign, NaN above +Inf (e4m3: above max)
+_BITS_ORDERED = ("float16", "float32", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
 def prune_rows_2_4(a: np.ndarray) -> np.ndarray:
     """``a`` (M, K) with the two smallest-magnitude elements of every group of four along K set to +0
-    (ties: the lower index is kept; NaN counts as largest): PyTorch's 2:4 convention for a whole matrix."""
+    (ties: the lower index is kept; NaN counts as largest): PyTorch's 2:4 convention for a whole matrix.
+    f16, f32, bf16, e4m3 and e5m2 are ranked on their codes in one compiled pass; other types through
+    float32 magnitudes."""
     m, k = a.shape
+    if a.dtype.name in _BITS_ORDERED:
+        import ml_dtypes
+
+        bits = np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}")).reshape(-1)
+        fi = ml_dtypes.finfo(a.dtype) if a.dtype.name not in ("float16", "float32") else np.finfo(a.dtype)
+        cap = np.array(fi.max, a.dtype).view(bits.dtype)[()] + bits.dtype.type(1)  # +Inf, or e4m3's NaN
+        out = np.empty_like(bits)
+        _prune_bits(bits, bits.dtype.type((1 << (8 * a.dtype.itemsize - 1)) - 1), cap, out)
+        return out.view(a.dtype).reshape(m, k)
     mag = np.abs(a.astype(np.float32)).reshape(m * (k // 4), 4)
     keep = np.empty(mag.shape, np.bool_)
     _drop_2_of_4(mag, keep)
