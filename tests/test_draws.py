@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from refmodel.verify.families import draws, matrix
+from refmodel.verify.families import draws, matrix, pcg64
 
 NUMPY_DRAWS = SimpleNamespace(standard_normal=lambda rng, shape: rng.standard_normal(shape),
                               integers=lambda rng, lo, hi, shape: rng.integers(lo, hi, shape),
@@ -34,8 +34,45 @@ def test_each_draw_is_the_generators_and_keeps_the_stream(seed):
         assert a.shape == b.shape and a.dtype == b.dtype
         assert np.array_equal(a.view(np.uint64) if a.dtype == np.float64 else a,
                               b.view(np.uint64) if b.dtype == np.float64 else b), (i, shape)
+        # the narrow forms: integers as uint8 / uint16, doubles only compared, float32 normals
+        if kind == 0:
+            a, b = pcg64.standard_normal(ours, _n(shape), np.float32), theirs.standard_normal(_n(shape))
+            b = b.astype(np.float32)
+        elif kind == 1:
+            lo, hi = (0, 2) if i % 2 else (1, 1 << 10)
+            dt = np.uint8 if hi <= 256 else np.uint16
+            a, b = draws.integers(ours, lo, hi, shape, dt), theirs.integers(lo, hi, shape).astype(dt)
+        else:
+            thr = (0.75, 1 / 64, 31 / 32)[i % 3]
+            a, b = draws.below(ours, thr, shape), theirs.random(shape) < thr
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert np.array_equal(a.view(np.uint64) if a.dtype == np.float64 else a,
+                              b.view(np.uint64) if b.dtype == np.float64 else b), (i, shape)
     assert ours.bit_generator.state == theirs.bit_generator.state
     assert ours.integers(0, 1 << 62) == theirs.integers(0, 1 << 62)
+
+
+def _n(shape) -> int:
+    return int(np.prod(shape))
+
+
+@pytest.mark.parametrize("seed", [1, 99])
+def test_scale_by_integers_is_the_drawn_exponents_applied(seed):
+    """pcg64.scale_by_integers (draw and scale in one pass) is clip(x * table[integers(low, high)]) and
+    leaves the stream where the integers call would; a range it does not cover leaves x alone."""
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    table = np.exp2(np.arange(-3, 5)).astype(np.float32)
+    for n in (0, 1, 13, 5000):
+        x = (theirs.standard_normal(n) * 300).astype(np.float32)
+        ours.standard_normal(n)
+        want = np.clip(x * table[theirs.integers(-3, 5, n) + 3], np.float32(-448), np.float32(448))
+        assert pcg64.scale_by_integers(ours, x, -3, 5, table, 448.0)
+        assert np.array_equal(x.view(np.uint32), want.view(np.uint32))
+    assert ours.bit_generator.state == theirs.bit_generator.state
+    y = np.ones(4, np.float32)
+    assert not pcg64.scale_by_integers(ours, y, 0, 1 << 33, table, 1.0)       # a range of 2**33 values
+    assert not pcg64.scale_by_integers(np.random.Generator(np.random.Philox(1)), y, -3, 5, table, 1.0)
+    assert np.array_equal(y, np.ones(4, np.float32)) and ours.bit_generator.state == theirs.bit_generator.state
 
 
 @pytest.mark.parametrize("dtype", ["e4m3", "e5m2", "f16", "bf16", "tf32", "f32"])
@@ -87,6 +124,8 @@ def test_other_bit_generators_and_ranges_fall_back_to_numbas_draws():
     for _ in range(3):
         assert np.array_equal(draws.standard_normal(ours, (100,)), theirs.standard_normal(100))
         assert np.array_equal(draws.integers(ours, -3, 5, (100,)), theirs.integers(-3, 5, 100))
+        assert np.array_equal(draws.integers(ours, 0, 200, (100,), np.uint8), theirs.integers(0, 200, 100))
+        assert np.array_equal(draws.below(ours, 0.25, (100,)), theirs.random(100) < 0.25)
     assert ours.integers(0, 1 << 62, 4).tolist() == theirs.integers(0, 1 << 62, 4).tolist()
     ours, theirs = np.random.default_rng(9), np.random.default_rng(9)
     for lo, hi in ((5, 6), (0, 1 << 32), (-(1 << 40), 1 << 40), (0, (1 << 32) - 1)):

@@ -43,11 +43,11 @@ def _size(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _draw(inline: str, compiled, rng: np.random.Generator, shape, *args) -> np.ndarray:
+def _draw(inline: str, compiled, rng: np.random.Generator, shape, *args, **kw) -> np.ndarray:
     """:mod:`.pcg64`'s ``inline`` draw of ``shape``'s elements, or (other bit generators and ranges,
     or no :mod:`.pcg64`) numba's Generator method ``compiled``."""
     n = _size(shape)
-    out = getattr(pcg64, inline)(rng, *args, n) if pcg64 is not None else None
+    out = getattr(pcg64, inline)(rng, *args, n, **kw) if pcg64 is not None else None
     return (out if out is not None else compiled(rng, *(np.int64(a) for a in args), n)).reshape(shape)
 
 
@@ -56,11 +56,22 @@ def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
     return _draw("standard_normal", _standard_normal, rng, shape)
 
 
-def integers(rng: np.random.Generator, low: int, high: int, shape) -> np.ndarray:
-    """``rng.integers(low, high, shape)`` (int64, ``high`` excluded)."""
-    return _draw("integers", _integers, rng, shape, low, high)
+def integers(rng: np.random.Generator, low: int, high: int, shape, dtype=np.int64) -> np.ndarray:
+    """``rng.integers(low, high, shape)`` (``high`` excluded) as ``dtype`` (int64, or a narrower
+    integer type that holds every value drawn)."""
+    out = _draw("integers", _integers, rng, shape, low, high, dtype=dtype)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def random(rng: np.random.Generator, shape) -> np.ndarray:
     """``rng.random(shape)`` (float64 in [0, 1))."""
     return _draw("random", _random, rng, shape)
+
+
+def below(rng: np.random.Generator, thr: float, shape) -> np.ndarray:
+    """``rng.random(shape) < thr`` (bool), the doubles never stored."""
+    if pcg64 is not None:
+        out = pcg64.below(rng, thr, _size(shape))
+        if out is not None:
+            return out.reshape(shape)
+    return _random(rng, _size(shape)).reshape(shape) < thr

@@ -43,22 +43,22 @@ def _compose_formula(dtype: str, sign, efield, man) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def _compose_kernel(sign, efield, man, sh_sign, sh_exp, e4m3, out):
     for i in range(out.size):
-        b = (sign[i] << sh_sign) | (efield[i] << sh_exp) | man[i]
+        b = (np.int64(sign[i]) << sh_sign) | (np.int64(efield[i]) << sh_exp) | np.int64(man[i])
         if e4m3 and (b & 0x7F) == 0x7F:
             b -= 1
         out[i] = b
 
 
 def _compose(dtype: str, sign, efield, man) -> np.ndarray:
-    """Element bits from sign, biased exponent field and mantissa (int64 arrays of one shape, or a
-    scalar exponent field); e4m3's NaN code becomes its max."""
+    """Element bits (``dtype``'s unsigned word) from sign, biased exponent field and mantissa integer
+    arrays of one shape (sign and exponent field uint8, the mantissa the word); e4m3's NaN code
+    becomes its max."""
     e, m, w = _fmt(dtype)
-    man = np.ascontiguousarray(man, np.int64)
-    sign = np.ascontiguousarray(sign, np.int64).reshape(-1)
-    efield = np.ascontiguousarray(np.broadcast_to(np.asarray(efield, np.int64), man.shape)).reshape(-1)
-    out = np.empty(man.size, np.int64)
-    _compose_kernel(sign, efield, man.reshape(-1), e + m, m, dtype == "e4m3", out)
-    return out.reshape(man.shape).astype(_uint(w))
+    man = np.ascontiguousarray(man)
+    out = np.empty(man.size, _uint(w))
+    _compose_kernel(np.ascontiguousarray(sign).reshape(-1), np.ascontiguousarray(efield).reshape(-1),
+                    man.reshape(-1), e + m, m, dtype == "e4m3", out)
+    return out.reshape(man.shape)
 
 
 def special_values(dtype: str) -> dict[str, int]:
@@ -104,7 +104,13 @@ def _encode(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _narrow(rng: np.random.Generator, dtype: str, shape) -> np.ndarray:
-    """Standard normals times 2**randint(-3, 4), rounded to ``dtype`` (as bits)."""
+    """Standard normals times 2**randint(-3, 4), rounded to ``dtype`` (as bits).  On PCG64 the normals
+    are drawn as float32 and the exponents drawn and applied in one pass (:mod:`.pcg64`)."""
+    if draws.pcg64 is not None:
+        x = draws.pcg64.standard_normal(rng, draws._size(shape), np.float32)
+        if x is not None and draws.pcg64.scale_by_integers(rng, x, -3, 5, _POW2, _fmax(dtype)):
+            return _encode(x.reshape(shape), dtype)
+        assert x is None, "the normals were drawn: the exponents must be too"
     normal = draws.standard_normal(rng, shape)
     k = draws.integers(rng, -3, 5, shape)
     x = np.empty(normal.shape, np.float32)
@@ -123,11 +129,12 @@ def _random_exponent_formula(rng: np.random.Generator, dtype: str, shape, lo: in
 
 def _random_exponent(rng: np.random.Generator, dtype: str, shape, lo: int, hi: int) -> np.ndarray:
     """Normal values with unbiased exponents uniform in [lo, hi] (kept inside the dtype's normals)."""
-    e, m, _ = _fmt(dtype)
+    e, m, w = _fmt(dtype)
     bias = (1 << (e - 1)) - 1
     flo, fhi = max(1, lo + bias), min((1 << e) - 2 + (dtype == "e4m3"), hi + bias)
-    return _compose(dtype, draws.integers(rng, 0, 2, shape), draws.integers(rng, flo, fhi + 1, shape),
-                    draws.integers(rng, 0, 1 << m, shape))
+    return _compose(dtype, draws.integers(rng, 0, 2, shape, np.uint8),
+                    draws.integers(rng, flo, fhi + 1, shape, np.uint8),
+                    draws.integers(rng, 0, 1 << m, shape, _uint(w)))
 
 
 def _emin(dtype: str) -> int:
@@ -167,18 +174,19 @@ def _operand_formula(rng: np.random.Generator, family: str, dtype: str, shape, r
 
 
 @numba.njit(cache=True, nogil=True)
-def _pick_kernel(u, thr, base, sg, sign, x, out):
-    """out = base | sg * sign where u < thr, else x (int64 arrays)."""
+def _pick_kernel(hit, base, sg, sign, x, out):
+    """out = base | sg * sign where hit, else x (base, x, out: the element's word; sg uint8)."""
     for i in range(out.size):
-        out[i] = (base[i] | (sg[i] * sign)) if u[i] < thr else x[i]
+        out[i] = (np.int64(base[i]) | (np.int64(sg[i]) * sign)) if hit[i] else np.int64(x[i])
 
 
-def _pick(u, thr: float, base, sg, sign: int, x, w: int) -> np.ndarray:
-    """``np.where(u < thr, base | sg * sign, x)`` as ``w``-bit words, in one compiled pass."""
-    out = np.empty(u.size, np.int64)
-    _pick_kernel(u.reshape(-1), thr, np.ascontiguousarray(base, np.int64).reshape(-1), sg.reshape(-1),
-                 np.int64(sign), np.ascontiguousarray(x, np.int64).reshape(-1), out)
-    return out.reshape(u.shape).astype(_uint(w))
+def _pick(hit, base, sg, sign: int, x, w: int) -> np.ndarray:
+    """``np.where(hit, base | sg * sign, x)`` as ``w``-bit words, in one compiled pass (``base`` and
+    ``x`` ``w``-bit words, ``sg`` uint8)."""
+    out = np.empty(hit.size, _uint(w))
+    _pick_kernel(hit.reshape(-1), np.ascontiguousarray(base, _uint(w)).reshape(-1), sg.reshape(-1),
+                 np.int64(sign), np.ascontiguousarray(x, _uint(w)).reshape(-1), out)
+    return out.reshape(hit.shape)
 
 
 def _operand(rng: np.random.Generator, family: str, dtype: str, shape, role: str, K: int) -> np.ndarray:
@@ -192,25 +200,24 @@ def _operand(rng: np.random.Generator, family: str, dtype: str, shape, role: str
     if family == "special":
         x = _narrow(rng, dtype, shape)
         sp = special_values(dtype)
-        vals = np.array([sp["zero"], sp["inf"], sp["nan"], sp["max"], sp["min_subnormal"]], np.int64)
-        u = draws.random(rng, shape)
-        picked = vals[draws.integers(rng, 0, vals.size, shape)]
-        return _pick(u, min(1 / 64, 1 / K), picked, draws.integers(rng, 0, 2, shape), sign, x, w)
+        vals = np.array([sp["zero"], sp["inf"], sp["nan"], sp["max"], sp["min_subnormal"]], _uint(w))
+        hit = draws.below(rng, min(1 / 64, 1 / K), shape)
+        picked = vals[draws.integers(rng, 0, vals.size, shape, np.uint8)]
+        return _pick(hit, picked, draws.integers(rng, 0, 2, shape, np.uint8), sign, x, w)
     if family == "zero":
-        sg = draws.integers(rng, 0, 2, shape)
-        u = draws.random(rng, shape)
-        return _pick(u, 31 / 32, np.zeros(sg.shape, np.int64), sg, sign, _narrow(rng, dtype, shape), w)
+        sg = draws.integers(rng, 0, 2, shape, np.uint8)
+        hit = draws.below(rng, 31 / 32, shape)
+        return _pick(hit, np.zeros(sg.shape, _uint(w)), sg, sign, _narrow(rng, dtype, shape), w)
     if family == "subnormal":
         lo = _emin(dtype)
         if role == "b":     # large values: B times A's subnormals lands in the normal range
             top = min(-lo, _SAFE_EXP)
             return _random_exponent(rng, dtype, shape, top - 4, top)
-        sg = draws.integers(rng, 0, 2, shape)
-        man = draws.integers(rng, 1, 1 << m, shape)
+        sg = draws.integers(rng, 0, 2, shape, np.uint8)
+        man = draws.integers(rng, 1, 1 << m, shape, _uint(w))
         low = _random_exponent(rng, dtype, shape, lo, lo + 2)
-        u = draws.random(rng, shape)
-        # the subnormal (exponent field 0) where u < 0.75, else the low normal
-        return _pick(u, 0.75, man, sg, sign, low, w)
+        # the subnormal (exponent field 0) where a uniform draw is below 0.75, else the low normal
+        return _pick(draws.below(rng, 0.75, shape), man, sg, sign, low, w)
     raise InputError(f"unknown input family {family!r}; known are {', '.join(FAMILIES)}")
 
 

@@ -102,6 +102,13 @@ def _doubles(st, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def _below(st, thr, out):
+    """out[i] = (the i-th 53-bit double < thr)."""
+    for i in range(out.size):
+        out[i] = _next_double(st) < thr
+
+
+@numba.njit(cache=True, nogil=True)
 def _bounded(st, low, rng, out):
     """low + Lemire's bounded draw in [0, rng] (0 < rng < 2**32 - 1) on 32-bit draws."""
     excl = np.uint64(rng + 1)
@@ -114,6 +121,23 @@ def _bounded(st, low, rng, out):
                 m = _next32(st) * excl
                 left = m & np.uint64(0xFFFFFFFF)
         out[i] = low + np.int64(m >> np.uint64(32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _scale_bounded(st, low, rng, table, fmax, x):
+    """x[i] = clip(x[i] * table[d_i - low], -fmax, fmax) (float32) with d_i the i-th draw of
+    :func:`_bounded` (low + Lemire's bounded draw in [0, rng]): the draws and the scaling in one pass."""
+    excl = np.uint64(rng + 1)
+    thresh = np.uint64((0xFFFFFFFF - rng) % (rng + 1))
+    for i in range(x.size):
+        m = _next32(st) * excl
+        left = m & np.uint64(0xFFFFFFFF)
+        if left < excl:
+            while left < thresh:
+                m = _next32(st) * excl
+                left = m & np.uint64(0xFFFFFFFF)
+        v = x[i] * table[np.int64(m >> np.uint64(32))]
+        x[i] = min(max(v, -fmax), fmax)
 
 
 def _state(rng: np.random.Generator) -> np.ndarray | None:
@@ -143,9 +167,24 @@ def _fill(rng: np.random.Generator, kernel, dtype, n: int, *args) -> np.ndarray 
     return out
 
 
-def standard_normal(rng: np.random.Generator, n: int) -> np.ndarray | None:
-    """``rng.standard_normal(n)``, or None where ``rng`` is not PCG64 (the caller draws otherwise)."""
-    return _fill(rng, _normals, np.float64, n)
+def standard_normal(rng: np.random.Generator, n: int, dtype=np.float64) -> np.ndarray | None:
+    """``rng.standard_normal(n)`` (cast to ``dtype``: float64 or float32), or None where ``rng`` is not
+    PCG64 (the caller draws otherwise)."""
+    return _fill(rng, _normals, dtype, n)
+
+
+def scale_by_integers(rng: np.random.Generator, x: np.ndarray, low: int, high: int, table: np.ndarray,
+                      fmax: float) -> bool:
+    """``x = clip(x * table[rng.integers(low, high, x.size) - low], -fmax, fmax)`` in place (x, table:
+    float32), the draws advancing ``rng`` as that call would; False (x untouched) where ``rng`` is not
+    PCG64 or the range is not one :func:`integers` covers."""
+    span = int(high) - int(low) - 1
+    st = _state(rng)
+    if st is None or not 0 < span < 0xFFFFFFFF or table.size != span + 1:
+        return False
+    _scale_bounded(st, np.int64(low), np.int64(span), table, np.float32(fmax), x.reshape(-1))
+    _put(rng, st)
+    return True
 
 
 def random(rng: np.random.Generator, n: int) -> np.ndarray | None:
@@ -153,10 +192,16 @@ def random(rng: np.random.Generator, n: int) -> np.ndarray | None:
     return _fill(rng, _doubles, np.float64, n)
 
 
-def integers(rng: np.random.Generator, low: int, high: int, n: int) -> np.ndarray | None:
-    """``rng.integers(low, high, n)`` (int64) for ranges of 2 .. 2**32 - 1 values, or None (another
-    range, or a bit generator other than PCG64: the caller draws otherwise)."""
+def below(rng: np.random.Generator, thr: float, n: int) -> np.ndarray | None:
+    """``rng.random(n) < thr`` (bool), or None where ``rng`` is not PCG64."""
+    return _fill(rng, _below, np.bool_, n, np.float64(thr))
+
+
+def integers(rng: np.random.Generator, low: int, high: int, n: int, dtype=np.int64) -> np.ndarray | None:
+    """``rng.integers(low, high, n)`` as ``dtype`` (which holds low .. high - 1) for ranges of 2 ..
+    2**32 - 1 values, or None (another range, or a bit generator other than PCG64: the caller draws
+    otherwise)."""
     span = int(high) - int(low) - 1
     if not 0 < span < 0xFFFFFFFF:
         return None
-    return _fill(rng, _bounded, np.int64, n, np.int64(low), np.int64(span))
+    return _fill(rng, _bounded, dtype, n, np.int64(low), np.int64(span))
