@@ -61,7 +61,10 @@ held to two of its physical cores by `taskset` (`verify_device_xeon_*`; AVX-512 
 refmodel's numba cache (what a fresh clone or venv sees: every kernel compiles), *warm* ones reuse it; `avx2`
 rows are `bench_verify.py --avx2` (numba compiles for Haswell: no AVX-512 instruction, as on a host without it).
 Before this work the VM took {before} s warm in one process (`bench_verify_2core.txt`). The VM is shared: the same
-commit's runs moved by up to ±15 % from hour to hour.
+commit's runs moved by up to ±15 % from hour to hour, and by 12 % between two runs minutes apart; rows named
+`verify_2core_ab_<commit>_*` are runs of two commits alternated within minutes, to compare them under the same
+conditions. The device hosts differ too: the `_3` Xeon rows ran on another host than the `_2` ones, slower per core
+(its SFU and cvt replays, code unchanged between the two, took 1.5 and 1.2 times as long).
 
 | run | machine | commit | cache | jobs | wall s | worker busy s | slowest features (replay s) | outputs | mismatches | load, date |
 |---|---|---|---|---|---|---|---|---|---|---|
