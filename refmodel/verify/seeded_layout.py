@@ -21,6 +21,7 @@ import numpy as np
 
 from ..wgmma_forms import parse_wgmma
 from .layout_cases import IMAGE, WGMMA_VARIANTS
+from .seeded import _mix1     # wl_mix of one uint64: the splitmix64 finaliser
 
 SEED = 20261201
 
@@ -39,15 +40,6 @@ _FIELD_MASK = 0x3FFF | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 << 6
 def _mix_kernel(z, out):
     for i in range(z.size):
         out[i] = _mix1(z[i])
-
-
-@numba.njit(cache=True)
-def _mix1(z):
-    """``wl_mix`` of one uint64."""
-    x = z + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def mix(z: np.ndarray) -> np.ndarray:
