@@ -108,35 +108,35 @@ def _below(st, thr, out):
         out[i] = _next_double(st) < thr
 
 
+@numba.njit(cache=True, inline="always")
+def _lemire(st, excl, thresh):
+    """Lemire's bounded draw in [0, excl) on 32-bit draws (``thresh`` = (2**32 - excl) % excl)."""
+    m = _next32(st) * excl
+    left = m & np.uint64(0xFFFFFFFF)
+    if left < excl:
+        while left < thresh:
+            m = _next32(st) * excl
+            left = m & np.uint64(0xFFFFFFFF)
+    return np.int64(m >> np.uint64(32))
+
+
 @numba.njit(cache=True, nogil=True)
 def _bounded(st, low, rng, out):
     """low + Lemire's bounded draw in [0, rng] (0 < rng < 2**32 - 1) on 32-bit draws."""
     excl = np.uint64(rng + 1)
     thresh = np.uint64((0xFFFFFFFF - rng) % (rng + 1))
     for i in range(out.size):
-        m = _next32(st) * excl
-        left = m & np.uint64(0xFFFFFFFF)
-        if left < excl:
-            while left < thresh:
-                m = _next32(st) * excl
-                left = m & np.uint64(0xFFFFFFFF)
-        out[i] = low + np.int64(m >> np.uint64(32))
+        out[i] = low + _lemire(st, excl, thresh)
 
 
 @numba.njit(cache=True, nogil=True)
-def _scale_bounded(st, low, rng, table, fmax, x):
-    """x[i] = clip(x[i] * table[d_i - low], -fmax, fmax) (float32) with d_i the i-th draw of
-    :func:`_bounded` (low + Lemire's bounded draw in [0, rng]): the draws and the scaling in one pass."""
+def _scale_bounded(st, rng, table, fmax, x):
+    """x[i] = clip(x[i] * table[d_i], -fmax, fmax) (float32) with d_i the i-th of :func:`_bounded`'s
+    draws in [0, rng] (before its ``low`` is added): the draws and the scaling in one pass."""
     excl = np.uint64(rng + 1)
     thresh = np.uint64((0xFFFFFFFF - rng) % (rng + 1))
     for i in range(x.size):
-        m = _next32(st) * excl
-        left = m & np.uint64(0xFFFFFFFF)
-        if left < excl:
-            while left < thresh:
-                m = _next32(st) * excl
-                left = m & np.uint64(0xFFFFFFFF)
-        v = x[i] * table[np.int64(m >> np.uint64(32))]
+        v = x[i] * table[_lemire(st, excl, thresh)]
         x[i] = min(max(v, -fmax), fmax)
 
 
@@ -182,7 +182,7 @@ def scale_by_integers(rng: np.random.Generator, x: np.ndarray, low: int, high: i
     st = _state(rng)
     if st is None or not 0 < span < 0xFFFFFFFF or table.size != span + 1:
         return False
-    _scale_bounded(st, np.int64(low), np.int64(span), table, np.float32(fmax), x.reshape(-1))
+    _scale_bounded(st, np.int64(span), table, np.float32(fmax), x.reshape(-1))
     _put(rng, st)
     return True
 
