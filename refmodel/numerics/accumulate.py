@@ -453,14 +453,6 @@ def gather_rows(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: Format
     return RowGathered(base, rows, anyz, anys, kblk)
 
 
-def decode_gathered(codes: np.ndarray, pos: np.ndarray, zero_code: int, spec: FormatSpec, *,
-                    kblk: int) -> Decoded:
-    """:func:`decode_operand` of ``g`` (P, Kc, Q) with ``g[p, k] = codes[pos[p, k]]`` (a row of
-    ``codes``, shape (K, Q)) and ``zero_code`` where ``pos[p, k] < 0``: :func:`gather_rows`,
-    materialised (tests hold it equal to gathering the codes, then :func:`decode_operand`)."""
-    return gather_rows(codes, pos, zero_code, spec, kblk=kblk).materialise()
-
-
 # ----------------------------------------------------------------------------- float32 promotion (promotion.py)
 
 from .promotion import (PROMOTE_OPS, _add_round_odd, _split, _two_prod, _two_sum, add_f32,  # noqa: E402,F401
