@@ -23,9 +23,10 @@ ELEMENT_DTYPES: dict[str, np.dtype] = {
     "s8": np.dtype(np.int8),
     "u8": np.dtype(np.uint8),
     "s32": np.dtype(np.int32),
+    "f64": np.dtype(np.float64),  # mma.sync's DMMA forms
 }
 
-_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def element_dtype(name: str) -> np.dtype:
     """numpy dtype of the typed arrays for a PTX element type ('e4m3', 'f16', 's32', ...)."""
@@ -40,7 +41,7 @@ def element_bytes(name: str) -> int:
 
 
 def bits_of(x: np.ndarray) -> np.ndarray:
-    """Unsigned view of any 1-, 2- or 4-byte array (a view when ``x`` is contiguous), for
+    """Unsigned view of any 1-, 2-, 4- or 8-byte array (a view when ``x`` is contiguous), for
     bit-for-bit comparison and editing; no dtype check (see :func:`raw_bits` for that)."""
     x = np.ascontiguousarray(x)
     return x.view(_UINT_OF_SIZE[x.dtype.itemsize])

@@ -1,0 +1,197 @@
+"""Register fragments of the warp-level ``mma.sync`` forms: which lane and register hold which element.
+
+Notation: lane ``l`` in 0..31, group ``g = l >> 2``, thread-in-group ``t = l & 3``; ``E = 32 / bits``
+elements per 32-bit register (1 tf32, 2 f16/bf16, 4 8-bit, 8 4-bit, 32 b1); value ``v`` of a thread
+counts elements in register order (register ``v // E``, bits ``[(v % E) * bits, ...)``, low first; f64
+holds one value per 64-bit register).  For every form but f16 ``m8n8k4``:
+
+* A (M x K, row): register ``j`` holds row ``g + 8 * (j & 1)`` (m16 shapes; ``g`` for m8), columns
+  ``(j >> 1) * 4E + t * E + e`` (m16) or ``j * 4E + t * E + e`` (m8; one register).
+* B (K x N, col): register ``j`` holds rows ``j * 4E + t * E + e`` of column ``g``.
+* C/D (M x N): value ``v`` is row ``g + 8 * (v >> 1)``, column ``2t + (v & 1)``; f16 accumulators pack
+  values 2r and 2r+1 in register r; f64 accumulators one value per register.
+
+f16 ``m8n8k4`` is the quad-pair form: quad pair ``p`` (lanes ``4p..4p+3`` and ``4p+16..4p+19``) computes its own
+8 x 8 x 4 product; within it ``r = l & 3`` and ``h = l >> 4`` (0 low lanes, 1 high):
+
+* A .row: value ``i`` (0..3) is row ``r + 4h``, column ``i``; A .col: row ``i + 4h``, column ``r``.
+* B .row: row ``r``, column ``i + 4h``; B .col: row ``i``, column ``r + 4h``.
+* C/D f16 (8 values): row ``r + 4h``, column ``i``.
+* C/D f32 (8 values): row ``(l & 1) + (i & 2) + 4h``, column ``(i & 4) + (l & 2) + (i & 1)``.
+
+The maps come from the PTX ISA's fragment figures (CuTe's ``mma_traits_sm70/80/89/90`` agree); the
+hardware fixtures hold them: the kernel only loads these registers, runs the instruction and stores D.
+The matrices of one warp's instruction have shape (M, K), (K, 8), (M, 8) with a leading axis of 4 for
+the quad-pair form (one product per quad pair).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..errors import InputError
+from ..mma_sync_forms import TYPE_BITS, MmaSyncForm, parse_mma_sync
+
+LANES = 32
+OPERANDS = ("a", "b", "c", "d")
+
+#: numpy dtype of typed arrays of each mma.sync element type (4-bit and b1 values in 8-bit integers)
+TYPED = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn",
+         "e5m2": "float8_e5m2", "f64": "float64", "s8": "int8", "u8": "uint8", "s4": "int8", "u4": "uint8",
+         "b1": "uint8", "f32": "float32", "s32": "int32"}
+_RANGE = {"s4": (-8, 7), "u4": (0, 15), "b1": (0, 1)}
+
+
+def typed_dtype(t: str) -> np.dtype:
+    """numpy dtype of typed arrays of element type ``t`` (s4/u4/b1 values live in int8/uint8)."""
+    import ml_dtypes
+
+    name = TYPED[t]
+    return np.dtype(getattr(ml_dtypes, name, None) or getattr(np, name))
+
+
+def _form(form) -> MmaSyncForm:
+    return form if isinstance(form, MmaSyncForm) else parse_mma_sync(form)
+
+
+def _types(form: MmaSyncForm) -> dict[str, str]:
+    return {"a": form.dtype_a, "b": form.dtype_b, "c": form.dtype_c, "d": form.dtype_d}
+
+
+def matrix_shape(form, operand: str) -> tuple[int, ...]:
+    """Shape of one warp's operand: (M, K), (K, 8) or (M, 8); quad-pair forms lead with 4."""
+    f = _form(form)
+    shp = {"a": (f.m, f.k), "b": (f.k, f.n), "c": (f.m, f.n), "d": (f.m, f.n)}[_check_operand(operand)]
+    return ((4,) + shp) if f.quad_pair else shp
+
+
+def _check_operand(operand: str) -> str:
+    if operand not in OPERANDS:
+        raise InputError(f"operand must be one of 'a', 'b', 'c', 'd', got {operand!r}")
+    return operand
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(instr: str, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    f = parse_mma_sync(instr)
+    t_name = _types(f)[operand]
+    bits = TYPE_BITS[t_name]
+    lane = np.arange(LANES)[:, None]
+    g, t = lane >> 2, lane & 3
+    if f.quad_pair:
+        vals = 4 if operand in "ab" else 8
+        i = np.arange(vals)[None, :]
+        r, h = lane & 3, lane >> 4
+        qp = (lane >> 2) & 3
+        if operand == "a":
+            rows, cols = (r + 4 * h, i + 0 * r) if f.alayout == "row" else (i + 4 * h, r + 0 * i)
+        elif operand == "b":
+            rows, cols = (r + 0 * i, i + 4 * h) if f.blayout == "row" else (i + 0 * r, r + 4 * h)
+        elif t_name == "f16":
+            rows, cols = r + 4 * h + 0 * i, i + 0 * r
+        else:
+            rows, cols = (lane & 1) + (i & 2) + 4 * h, (i & 4) + (lane & 2) + (i & 1)
+        shp = np.broadcast_shapes(qp.shape, rows.shape, cols.shape, i.shape[1:] and (LANES, vals))
+        return tuple(np.broadcast_to(x, shp).astype(np.int64).copy() for x in (qp, rows, cols))
+    E = 1 if bits >= 32 else 32 // bits
+    if operand in "cd":
+        v = np.arange(4 if f.m == 16 else 2)[None, :]
+        rows, cols = g + 8 * (v >> 1), 2 * t + (v & 1)
+    elif operand == "a":
+        nregs = f.m * f.k // LANES // E
+        v = np.arange(nregs * E)[None, :]
+        j, e = v // E, v % E
+        if f.m == 16:
+            rows, cols = g + 8 * (j & 1), (j >> 1) * 4 * E + t * E + e
+        else:
+            rows, cols = g + 0 * v, j * 4 * E + t * E + e
+    else:
+        nregs = f.k * f.n // LANES // E
+        v = np.arange(nregs * E)[None, :]
+        j, e = v // E, v % E
+        rows, cols = j * 4 * E + t * E + e, g + 0 * v
+    shp = np.broadcast_shapes(rows.shape, cols.shape)
+    return (np.zeros(shp, np.int64), np.broadcast_to(rows, shp).astype(np.int64),
+            np.broadcast_to(cols, shp).astype(np.int64))
+
+
+def fragment_layout(form, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(problem, row, col), each (32, values): the element of ``operand`` ('a', 'b', 'c', 'd') that value
+    ``v`` of lane ``l`` holds.  ``problem`` is the quad pair for f16 m8n8k4 and 0 otherwise."""
+    f = _form(form)
+    p, r, c = _layout(f.instr, _check_operand(operand))
+    return p.copy(), r.copy(), c.copy()
+
+
+def element_codes(x, t: str) -> np.ndarray:
+    """Unsigned codes (uint64) of a typed array of element type ``t`` (the low ``bits`` bits of each value)."""
+    dt = typed_dtype(t)
+    x = np.asarray(x)
+    if x.dtype != dt:
+        raise InputError(f"{t} data must be a {dt.name} array, got {x.dtype.name}")
+    if t in _RANGE:
+        lo, hi = _RANGE[t]
+        if x.size and (int(x.min()) < lo or int(x.max()) > hi):
+            raise InputError(f"{t} values must lie in {lo}..{hi}, got {int(x.min())}..{int(x.max())}")
+    u = np.ascontiguousarray(x).view(f"u{dt.itemsize}").astype(np.uint64)
+    bits = TYPE_BITS[t]
+    return u & np.uint64((1 << bits) - 1) if bits < 64 else u
+
+
+def from_codes(codes: np.ndarray, t: str) -> np.ndarray:
+    """Inverse of :func:`element_codes`: typed values from unsigned codes (s4 sign-extended)."""
+    dt = typed_dtype(t)
+    bits = TYPE_BITS[t]
+    c = np.asarray(codes).astype(np.uint64)
+    if t == "s4":
+        v = c.astype(np.int64) & 15
+        return np.where(v >= 8, v - 16, v).astype(np.int8)
+    if bits < 8:
+        return (c & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    return c.astype(f"u{dt.itemsize}").view(dt)
+
+
+def pack(form, operand: str, x) -> np.ndarray:
+    """(..., *matrix_shape) typed operand -> (..., 32, regs) register words (uint32; uint64 for f64)."""
+    f = _form(form)
+    t = _types(f)[_check_operand(operand)]
+    shape = matrix_shape(f, operand)
+    x = np.asarray(x)
+    if x.ndim < len(shape) or tuple(x.shape[-len(shape):]) != shape:
+        raise InputError(f"{operand.upper()} of {f.name} must have shape (..., {', '.join(map(str, shape))}), "
+                         f"got {tuple(x.shape)}")
+    codes = element_codes(x, t)
+    p, r, c = fragment_layout(f, operand)
+    sel = codes[..., p, r, c] if f.quad_pair else codes[..., r, c]       # (..., 32, values)
+    bits = TYPE_BITS[t]
+    E = 1 if bits >= 32 else 32 // bits
+    sel = sel.reshape(sel.shape[:-1] + (-1, E))
+    shifts = (np.arange(E, dtype=np.uint64) * np.uint64(bits))
+    words = np.bitwise_or.reduce(sel << shifts, axis=-1)
+    return words.astype(np.uint64 if bits == 64 else np.uint32)
+
+
+def unpack(form, operand: str, regs) -> np.ndarray:
+    """Inverse of :func:`pack`: (..., 32, regs) register words -> (..., *matrix_shape) typed operand."""
+    f = _form(form)
+    t = _types(f)[_check_operand(operand)]
+    bits = TYPE_BITS[t]
+    E = 1 if bits >= 32 else 32 // bits
+    p, r, c = fragment_layout(f, operand)
+    regs = np.asarray(regs)
+    nregs = p.shape[1] // E
+    if regs.ndim < 2 or regs.shape[-2:] != (LANES, nregs):
+        raise InputError(f"{operand.upper()} registers of {f.name} must have shape (..., 32, {nregs}), "
+                         f"got {tuple(regs.shape)}")
+    w = regs.astype(np.uint64)[..., None]
+    shifts = np.arange(E, dtype=np.uint64) * np.uint64(bits)
+    mask = np.uint64((1 << bits) - 1) if bits < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    vals = ((w >> shifts) & mask).reshape(regs.shape[:-2] + (LANES, nregs * E))
+    out = np.zeros(regs.shape[:-2] + matrix_shape(f, operand), np.uint64)
+    if f.quad_pair:
+        out[..., p, r, c] = vals
+    else:
+        out[..., r, c] = vals
+    return from_codes(out, t)
