@@ -29,7 +29,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import FormError
+import numpy as np
+
+from .errors import FormError, InputError
 
 N = 8
 PREFIX = "mma.sync.aligned."
@@ -232,3 +234,73 @@ def forms(family: str | None = None) -> list[MmaSyncForm]:
     if family is not None and family not in _FAMILIES:
         raise FormError(f"family must be one of {', '.join(_FAMILIES)}, got {family!r}")
     return [f for f in MMA_SYNC_FORMS if family is None or f.family == family]
+
+
+# ----------------------------------------------------------------------------- typed operands
+
+#: numpy dtype of typed arrays of each mma.sync element type (4-bit and b1 values in 8-bit integers)
+TYPED = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn",
+         "e5m2": "float8_e5m2", "f64": "float64", "s8": "int8", "u8": "uint8", "s4": "int8", "u4": "uint8",
+         "b1": "uint8", "f32": "float32", "s32": "int32"}
+_RANGE = {"s4": (-8, 7), "u4": (0, 15), "b1": (0, 1)}
+OPERANDS = ("a", "b", "c", "d")
+
+
+def typed_dtype(t: str) -> np.dtype:
+    """numpy dtype of typed arrays of element type ``t`` (s4/u4/b1 values live in int8/uint8)."""
+    import ml_dtypes
+
+    name = TYPED[t]
+    return np.dtype(getattr(ml_dtypes, name, None) or getattr(np, name))
+
+
+def _form(form) -> MmaSyncForm:
+    return form if isinstance(form, MmaSyncForm) else parse_mma_sync(form)
+
+
+def matrix_shape(form, operand: str) -> tuple[int, ...]:
+    """Shape of one warp's operand: (M, K), (K, 8) or (M, 8); quad-pair forms lead with 4."""
+    f = _form(form)
+    shp = {"a": (f.m, f.k), "b": (f.k, f.n), "c": (f.m, f.n), "d": (f.m, f.n)}[_check_operand(operand)]
+    return ((4,) + shp) if f.quad_pair else shp
+
+
+def operand_types(form: MmaSyncForm) -> dict[str, str]:
+    """{'a': A type, 'b': ..., 'c': ..., 'd': ...} of a form."""
+    return {"a": form.dtype_a, "b": form.dtype_b, "c": form.dtype_c, "d": form.dtype_d}
+
+
+def _check_operand(operand: str) -> str:
+    if operand not in OPERANDS:
+        raise InputError(f"operand must be one of 'a', 'b', 'c', 'd', got {operand!r}")
+    return operand
+
+
+def element_codes(x, t: str) -> np.ndarray:
+    """Unsigned codes (uint64) of a typed array of element type ``t`` (the low ``bits`` bits of each value)."""
+    dt = typed_dtype(t)
+    x = np.asarray(x)
+    if x.dtype != dt:
+        raise InputError(f"{t} data must be a {dt.name} array, got {x.dtype.name}")
+    if t in _RANGE:
+        lo, hi = _RANGE[t]
+        if x.size and (int(x.min()) < lo or int(x.max()) > hi):
+            raise InputError(f"{t} values must lie in {lo}..{hi}, got {int(x.min())}..{int(x.max())}")
+    u = np.ascontiguousarray(x).view(f"u{dt.itemsize}").astype(np.uint64)
+    bits = TYPE_BITS[t]
+    return u & np.uint64((1 << bits) - 1) if bits < 64 else u
+
+
+def from_codes(codes: np.ndarray, t: str) -> np.ndarray:
+    """Inverse of :func:`element_codes`: typed values from unsigned codes (s4 sign-extended)."""
+    dt = typed_dtype(t)
+    bits = TYPE_BITS[t]
+    c = np.asarray(codes).astype(np.uint64)
+    if t == "s4":
+        v = c.astype(np.int64) & 15
+        return np.where(v >= 8, v - 16, v).astype(np.int8)
+    if bits < 8:
+        return (c & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    return c.astype(f"u{dt.itemsize}").view(dt)
+
+

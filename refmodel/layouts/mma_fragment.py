@@ -32,51 +32,16 @@ import functools
 import numpy as np
 
 from ..errors import InputError
-from ..mma_sync_forms import TYPE_BITS, MmaSyncForm, parse_mma_sync
+from ..mma_sync_forms import (OPERANDS, TYPE_BITS, TYPED, MmaSyncForm, _check_operand, _form,  # noqa: F401
+                              element_codes, from_codes, matrix_shape, operand_types, parse_mma_sync,
+                              typed_dtype)
 
 LANES = 32
-OPERANDS = ("a", "b", "c", "d")
-
-#: numpy dtype of typed arrays of each mma.sync element type (4-bit and b1 values in 8-bit integers)
-TYPED = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn",
-         "e5m2": "float8_e5m2", "f64": "float64", "s8": "int8", "u8": "uint8", "s4": "int8", "u4": "uint8",
-         "b1": "uint8", "f32": "float32", "s32": "int32"}
-_RANGE = {"s4": (-8, 7), "u4": (0, 15), "b1": (0, 1)}
-
-
-def typed_dtype(t: str) -> np.dtype:
-    """numpy dtype of typed arrays of element type ``t`` (s4/u4/b1 values live in int8/uint8)."""
-    import ml_dtypes
-
-    name = TYPED[t]
-    return np.dtype(getattr(ml_dtypes, name, None) or getattr(np, name))
-
-
-def _form(form) -> MmaSyncForm:
-    return form if isinstance(form, MmaSyncForm) else parse_mma_sync(form)
-
-
-def _types(form: MmaSyncForm) -> dict[str, str]:
-    return {"a": form.dtype_a, "b": form.dtype_b, "c": form.dtype_c, "d": form.dtype_d}
-
-
-def matrix_shape(form, operand: str) -> tuple[int, ...]:
-    """Shape of one warp's operand: (M, K), (K, 8) or (M, 8); quad-pair forms lead with 4."""
-    f = _form(form)
-    shp = {"a": (f.m, f.k), "b": (f.k, f.n), "c": (f.m, f.n), "d": (f.m, f.n)}[_check_operand(operand)]
-    return ((4,) + shp) if f.quad_pair else shp
-
-
-def _check_operand(operand: str) -> str:
-    if operand not in OPERANDS:
-        raise InputError(f"operand must be one of 'a', 'b', 'c', 'd', got {operand!r}")
-    return operand
-
 
 @functools.lru_cache(maxsize=None)
 def _layout(instr: str, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     f = parse_mma_sync(instr)
-    t_name = _types(f)[operand]
+    t_name = operand_types(f)[operand]
     bits = TYPE_BITS[t_name]
     lane = np.arange(LANES)[:, None]
     g, t = lane >> 2, lane & 3
@@ -125,38 +90,10 @@ def fragment_layout(form, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     return p.copy(), r.copy(), c.copy()
 
 
-def element_codes(x, t: str) -> np.ndarray:
-    """Unsigned codes (uint64) of a typed array of element type ``t`` (the low ``bits`` bits of each value)."""
-    dt = typed_dtype(t)
-    x = np.asarray(x)
-    if x.dtype != dt:
-        raise InputError(f"{t} data must be a {dt.name} array, got {x.dtype.name}")
-    if t in _RANGE:
-        lo, hi = _RANGE[t]
-        if x.size and (int(x.min()) < lo or int(x.max()) > hi):
-            raise InputError(f"{t} values must lie in {lo}..{hi}, got {int(x.min())}..{int(x.max())}")
-    u = np.ascontiguousarray(x).view(f"u{dt.itemsize}").astype(np.uint64)
-    bits = TYPE_BITS[t]
-    return u & np.uint64((1 << bits) - 1) if bits < 64 else u
-
-
-def from_codes(codes: np.ndarray, t: str) -> np.ndarray:
-    """Inverse of :func:`element_codes`: typed values from unsigned codes (s4 sign-extended)."""
-    dt = typed_dtype(t)
-    bits = TYPE_BITS[t]
-    c = np.asarray(codes).astype(np.uint64)
-    if t == "s4":
-        v = c.astype(np.int64) & 15
-        return np.where(v >= 8, v - 16, v).astype(np.int8)
-    if bits < 8:
-        return (c & np.uint64((1 << bits) - 1)).astype(np.uint8)
-    return c.astype(f"u{dt.itemsize}").view(dt)
-
-
 def pack(form, operand: str, x) -> np.ndarray:
     """(..., *matrix_shape) typed operand -> (..., 32, regs) register words (uint32; uint64 for f64)."""
     f = _form(form)
-    t = _types(f)[_check_operand(operand)]
+    t = operand_types(f)[_check_operand(operand)]
     shape = matrix_shape(f, operand)
     x = np.asarray(x)
     if x.ndim < len(shape) or tuple(x.shape[-len(shape):]) != shape:
@@ -176,7 +113,7 @@ def pack(form, operand: str, x) -> np.ndarray:
 def unpack(form, operand: str, regs) -> np.ndarray:
     """Inverse of :func:`pack`: (..., 32, regs) register words -> (..., *matrix_shape) typed operand."""
     f = _form(form)
-    t = _types(f)[_check_operand(operand)]
+    t = operand_types(f)[_check_operand(operand)]
     bits = TYPE_BITS[t]
     E = 1 if bits >= 32 else 32 // bits
     p, r, c = fragment_layout(f, operand)

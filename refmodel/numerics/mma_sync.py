@@ -30,11 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, InputError
-from ..layouts.mma_fragment import element_codes, from_codes, matrix_shape, typed_dtype
-from ..mma_sync_forms import MmaSyncForm, parse_mma_sync
+from ..mma_sync_forms import MmaSyncForm, element_codes, from_codes, matrix_shape, parse_mma_sync, typed_dtype
 from ..validate import check_instr
 from .accumulate import BINDING, decode_operand, fdpa_chain
-from .formats import F16
 from .fma64 import fma_chain
 from .wgmma import operand_codes, operand_spec
 

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..layouts.mma_fragment import element_codes
-from ..mma_sync_forms import parse_mma_sync
+from ..mma_sync_forms import element_codes, parse_mma_sync
 from .replay import Result, _count, meta_error, replayer
 from .seeded import FAMILIES
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._parallel import parallel_ranges
-from ..layouts.mma_fragment import from_codes
-from ..mma_sync_forms import MmaSyncForm, parse_mma_sync
-from .seeded import (_BITS, _CANCEL, _NARROW, _SPECIAL, _SUBNORMAL, _WIDE, _ZERO, FORMATS, _generate_tiles,
+from ..mma_sync_forms import MmaSyncForm, from_codes, parse_mma_sync
+from .seeded import (_BITS, _CANCEL, _SPECIAL, _SUBNORMAL, _WIDE, _ZERO, FORMATS, _generate_tiles,
                      key, mix, tile_families)
 
 #: seeded's formats plus the narrow integers of mma.sync (4-bit and 1-bit, unsigned codes)
