@@ -41,6 +41,8 @@ from .layouts.sparse_meta import meta_holders, pack_meta, unpack_meta
 from .machine.sparse import wgmma_sp_registers
 from .numerics.sfu.unit import sfu
 from .numerics.sfu.forms import SFU_FORMS, parse_sfu
+from .mma_sync_forms import MMA_SYNC_FORMS, parse_mma_sync
+from .numerics.mma_sync import mma_sync
 from .interop import accepts_frameworks as _accepts_frameworks
 from .validate import check_real_scalar as _check_real_scalar
 
@@ -105,4 +107,6 @@ __all__ = [
     # sparse wgmma
     "WGMMA_SP_FORMS", "parse_wgmma_sp", "compress", "decompress", "prune_2_4", "kept_positions", "wgmma_sp", "gemm_sp",
     "wgmma_sp_reference", "pack_meta", "unpack_meta", "meta_holders", "wgmma_sp_registers",
+    # warp-level mma.sync
+    "MMA_SYNC_FORMS", "parse_mma_sync", "mma_sync",
 ]

@@ -350,3 +350,18 @@ def test_h200_runs_every_form_like_the_model():
         if (hw != model).any():
             bad.append((form.name, int((hw != model).sum())))
     assert not bad
+
+
+def test_cli_layout_mma_sync_lookups():
+    import json
+
+    from tests.cli_harness import run_cli
+
+    form = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+    rc, out, err = run_cli(["layout", "mma-sync", "--form", form, "--at", "9,21", "--json"])
+    assert rc == 0 and json.loads(out) == {"lane": 5, "register": 3, "slot": 1, "bits": [15, 8]}
+    rc, out, err = run_cli(["layout", "mma-sync", "--form", "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32",
+                            "--operand", "d", "--thread", "21", "--json"])
+    assert rc == 0 and json.loads(out)[0] == {"problem": 1, "row": 5, "col": 0, "register": 0, "slot": 0}
+    rc, out, err = run_cli(["layout", "mma-sync", "--form", form.replace("k32", "k64")])
+    assert rc == 2 and "shapes m16n8k16, m16n8k32" in err and err.count("\n") == 1

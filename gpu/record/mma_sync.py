@@ -13,6 +13,7 @@ numpy, runs refmodel and compares.  ``--raw`` also writes every D code (for fitt
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -30,7 +31,7 @@ RAW_PROBLEMS = 7        # one of each family
 
 
 def record(out: str, raw_dir: str | None = None, sass_file: str | None = None) -> int:
-    from gpu.kernels.mma_sync import cubin, run_mma_sync
+    from gpu.kernels.mma_sync import run_mma_sync
     from gpu.kernels.runtime import device_info
 
     digests, raw32, raw64, outputs = [], [], [], 0
@@ -56,9 +57,7 @@ def record(out: str, raw_dir: str | None = None, sass_file: str | None = None) -
         os.makedirs(raw_dir, exist_ok=True)
         np.savez_compressed(os.path.join(raw_dir, "mma_sync_raw.npz"), **raw_all)
     if sass_file:
-        with open(sass_file, "w") as fh:
-            for form in MMA_SYNC_FORMS:
-                fh.write(f"==== {form.instr}\n{_sass(cubin(form.instr))}\n")
+        write_sass_summary(sass_file)
     prov = {**device_info(), **host_provenance(), "recorder": "gpu.record.mma_sync", "seeds": list(SEEDS),
             "ptxas": "NVRTC's (the cubin is NVRTC's own; see nvrtc in device info)"}
     write_fixture("mma_sync", "forms",
@@ -74,39 +73,70 @@ def record(out: str, raw_dir: str | None = None, sass_file: str | None = None) -
     return 0
 
 
-def _sass(blob: bytes) -> str:
-    """The SASS of a cubin: ``cuobjdump -sass``, else ``nvdisasm -c`` (cuobjdump 13.0 reads no NVRTC cubin)."""
+#: SASS mnemonics that carry the arithmetic (the rest moves data: loads, stores, shuffles, selects)
+ARITH = re.compile(r"^(HMMA|IMMA|BMMA|DMMA|F2FP|HADD2|HFMA2|FADD|FMUL|FFMA|DFMA|DADD|POPC|F2F|IMNMX|VIMNMX)")
+
+
+def sass_counts(sass: str) -> dict[str, dict[str, int]]:
+    """Per kernel ``k<i>`` of a ``cuobjdump -sass`` listing: {mnemonic with modifiers: count} of the arithmetic
+    instructions (:data:`ARITH`), zero-register moves (``HFMA2.MMA Rx, -RZ, RZ, 0, 0``) left out."""
+    out: dict[str, dict[str, int]] = {}
+    for chunk in re.split(r"\n\s*Function : ", sass)[1:]:
+        name = chunk.split("\n", 1)[0].strip()
+        counts: dict[str, int] = {}
+        for ins in re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([^;]*);", chunk):
+            op = ins.split()[0] if ins.split() else ""
+            if not ARITH.match(op) or (op == "HFMA2.MMA" and "-RZ, RZ, 0, 0" in ins):
+                continue
+            counts[op] = counts.get(op, 0) + 1
+        out[name] = counts
+    return out
+
+
+def sass_summary(sass: str, nvcc_version: str) -> dict:
+    """{"nvcc", "arch", "forms": {instr: {mnemonic: count}}} of the listing of :func:`write_sass_summary`'s cubin."""
+    counts = sass_counts(sass)
+    return {"nvcc": nvcc_version, "arch": "sm_90a",
+            "forms": {f.instr: counts.get(f"k{i}", {}) for i, f in enumerate(MMA_SYNC_FORMS)}}
+
+
+def write_sass_summary(path: str) -> None:
+    """Compile every form's kernel with nvcc (sm_90a) into one cubin, disassemble it (cuobjdump; it reads
+    no NVRTC cubin) and write {instr: {mnemonic: count}} as JSON, with the nvcc version."""
+    import json
     import os
-    import shutil
     import subprocess
     import tempfile
 
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(blob)
-        path = f.name
-    notes = []
-    try:
-        for tool, args in (("cuobjdump", ["-sass"]), ("nvdisasm", ["-c"])):
-            exe = shutil.which(tool) or f"/usr/local/cuda/bin/{tool}"
-            try:
-                r = subprocess.run([exe, *args, path], capture_output=True, text=True, timeout=60)
-            except Exception as e:   # noqa: BLE001 - the SASS is a by-product; say why it is missing
-                notes.append(f"{tool} failed: {e}")
-                continue
-            if r.returncode == 0 and r.stdout.strip():
-                return r.stdout
-            notes.append(f"{tool} printed nothing (rc {r.returncode}): {r.stderr[-300:]}")
-        return "; ".join(notes)
-    finally:
-        os.unlink(path)
+    from gpu.kernels.mma_sync import kernel_source
+    from gpu.kernels.runtime import PRELUDE
+
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "all.cu")
+        with open(src, "w") as fh:
+            fh.write(PRELUDE + "\n".join(kernel_source(f, f"k{i}") for i, f in enumerate(MMA_SYNC_FORMS)))
+        subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", "-o", os.path.join(d, "all.cubin"), src], check=True)
+        sass = subprocess.run(["cuobjdump", "-sass", os.path.join(d, "all.cubin")], check=True,
+                              capture_output=True, text=True).stdout
+        version = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    summary = sass_summary(sass, version)
+    with open(path, "w") as fh:
+        json.dump(summary, fh, indent=1, sort_keys=True)
+        fh.write("\n")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="fixtures")
     ap.add_argument("--raw", default=None, help="also write every D code to DIR/mma_sync_raw.npz")
-    ap.add_argument("--sass", default=None, help="write each form's SASS to FILE")
+    ap.add_argument("--sass", default=None, help="write each form's SASS arithmetic (nvcc + cuobjdump) to FILE (JSON)")
+    ap.add_argument("--sass-only", action="store_true", help="only --sass (no recording)")
     a = ap.parse_args(argv)
+    if a.sass_only:
+        if not a.sass:
+            ap.error("--sass-only needs --sass FILE")
+        write_sass_summary(a.sass)
+        return 0
     return record(a.out, a.raw, a.sass)
 
 

@@ -132,3 +132,62 @@ def unpack(form, operand: str, regs) -> np.ndarray:
     else:
         out[..., r, c] = vals
     return from_codes(out, t)
+
+
+# ----------------------------------------------------------------------------- lookups and text
+
+
+def _slots(form: MmaSyncForm, operand: str) -> int:
+    bits = TYPE_BITS[operand_types(form)[operand]]
+    return 1 if bits >= 32 else 32 // bits
+
+
+def holder(form, operand: str, row: int, col: int, problem: int = 0) -> dict:
+    """Who holds element (row, col) of ``operand`` (of quad pair ``problem`` in the m8n8k4 form):
+    ``{"lane", "register", "slot", "bits"}`` (slot: the element's place in its register, bits its bit range)."""
+    f = _form(form)
+    shape = matrix_shape(f, operand)
+    rows, cols = shape[-2:]
+    if not (0 <= int(row) < rows and 0 <= int(col) < cols):
+        raise InputError(f"{operand.upper()} of {f.name} is {rows} x {cols}; ({row}, {col}) is outside it")
+    if not 0 <= int(problem) < (4 if f.quad_pair else 1):
+        raise InputError(f"problem must be 0..3 for the quad-pair form and 0 otherwise, got {problem}")
+    p, r, c = fragment_layout(f, operand)
+    lane, v = (int(x[0]) for x in np.nonzero((p == problem) & (r == row) & (c == col)))
+    E = _slots(f, operand)
+    w = TYPE_BITS[operand_types(f)[operand]]
+    return {"lane": lane, "register": v // E, "slot": v % E,
+            "bits": [(v % E) * w + w - 1, (v % E) * w] if E > 1 else None}
+
+
+def held(form, operand: str, lane: int) -> list[dict]:
+    """What ``lane`` holds of ``operand``, value by value: ``{"problem", "row", "col", "register", "slot"}``."""
+    f = _form(form)
+    if not 0 <= int(lane) < LANES:
+        raise InputError(f"lane must be 0..31, got {lane}")
+    p, r, c = fragment_layout(f, operand)
+    E = _slots(f, operand)
+    return [{"problem": int(p[lane, v]), "row": int(r[lane, v]), "col": int(c[lane, v]), "register": v // E,
+             "slot": v % E} for v in range(p.shape[1])]
+
+
+def render_fragment(form, operand: str, problem: int = 0) -> str:
+    """Text grid of ``operand``: each element's holder as ``L<lane>.r<register>[.<slot>]``."""
+    f = _form(form)
+    shape = matrix_shape(f, operand)
+    rows, cols = shape[-2:]
+    p, r, c = fragment_layout(f, operand)
+    E = _slots(f, operand)
+    cell = np.empty((rows, cols), dtype=object)
+    for lane in range(LANES):
+        for v in range(p.shape[1]):
+            if p[lane, v] == problem:
+                cell[r[lane, v], c[lane, v]] = f"L{lane}.r{v // E}" + (f".{v % E}" if E > 1 else "")
+    width = max(len(str(x)) for x in cell.ravel())
+    what = {"a": "A (M x K)", "b": "B (K x N)", "c": "C (M x N)", "d": "D (M x N)"}[operand]
+    title = f"{f.instr}: {what}" + (f", quad pair {problem} (lanes {4 * problem}..{4 * problem + 3} and "
+                                     f"{4 * problem + 16}..{4 * problem + 19})" if f.quad_pair else "")
+    lines = [title, "      " + " ".join(f"{j:>{width}}" for j in range(cols))]
+    for i in range(rows):
+        lines.append(f"{i:>5} " + " ".join(f"{cell[i, j]:>{width}}" for j in range(cols)))
+    return "\n".join(lines) + "\n"

@@ -212,6 +212,8 @@ def cmd_layout(args) -> int:
     """Draw a layout (accumulator / A fragment / ldmatrix / stmatrix / swizzle / smem tile / sparse
     metadata / epilogue / sparse compression), or look one element or thread up in it."""
     kind = args.kind
+    if kind == "mma-sync":
+        return _mma_sync_layout(args)
     dtype = args.dtype or _LAYOUT_DTYPE.get(kind, "f16")
     if _check_lookup_flags(args, "--at ROW,COL or --thread T"):
         if kind not in LOOKUP_KINDS:
@@ -257,6 +259,40 @@ def _desc_text(value: int, args, el: dict, row: int, kidx: int) -> str:
             f"logical address {el['logical']:#x}, and {swz}.\n")
 
 
+def _mma_sync_layout(args) -> int:
+    """``wgref layout mma-sync --form INSTR --operand a|b|c|d``: a warp-level mma.sync fragment as text, or
+    who holds one element (--at ROW,COL) / what one lane holds (--thread LANE)."""
+    from refmodel.layouts import mma_fragment as mf
+
+    if args.form is None:
+        raise UsageError("layout mma-sync needs --form, e.g. --form mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+    if args.format != "ascii":
+        raise UsageError(f"layout mma-sync draws text only (--format ascii), got --format {args.format}")
+    form = mf.parse_mma_sync(args.form)
+    if args.at is not None and args.thread is not None:
+        raise UsageError("give --at or --thread, not both")
+    if args.at is not None:
+        row, col = parse_pair(args.at)
+        h = mf.holder(form, args.operand, row, col, args.problem)
+        slot = f", slot {h['slot']} (bits {h['bits'][0]}:{h['bits'][1]})" if h["bits"] else ""
+        text = (json.dumps(h) + "\n" if args.json else
+                f"{args.operand.upper()}[{row},{col}]{' of quad pair ' + str(args.problem) if form.quad_pair else ''} "
+                f"of {form.name} is held by lane {h['lane']}, register {h['register']}{slot}\n")
+        return _emit_text(args, text)
+    if args.thread is not None:
+        vals = mf.held(form, args.operand, args.thread)
+        if args.json:
+            text = json.dumps(vals) + "\n"
+        else:
+            text = f"lane {args.thread} holds of {args.operand.upper()} of {form.name}: " + ", ".join(
+                f"r{v['register']}.{v['slot']}={args.operand.upper()}{'[q' + str(v['problem']) + ']' if form.quad_pair else ''}"
+                f"[{v['row']},{v['col']}]" for v in vals) + "\n"
+        return _emit_text(args, text)
+    if args.json:
+        raise UsageError("--json goes with --at or --thread")
+    return _emit_text(args, mf.render_fragment(form, args.operand, args.problem))
+
+
 @command("desc")
 def cmd_desc(args) -> int:
     """Decode and check a wgmma matrix descriptor; draw which bytes the hardware reads, or give the
@@ -277,10 +313,14 @@ def cmd_desc(args) -> int:
 def add_layout_parser(sub) -> None:
     """``wgref layout``: draw a layout, or look an element / a thread up in it."""
     lay = sub.add_parser("layout", help="draw a layout (ascii, svg or html): acc, a-frag, stmatrix, ldmatrix, "
-                         "swizzle, smem, sparse-meta, epilogue, sparse-compress; or look one element (--at) or "
+                         "swizzle, smem, sparse-meta, epilogue, sparse-compress, mma-sync; or look one element (--at) or "
                          "thread (--thread) up")
     lay.add_argument("kind", choices=["acc", "a-frag", "stmatrix", "ldmatrix", "swizzle", "smem", "sparse-meta",
-                                      "epilogue", "sparse-compress"])
+                                      "epilogue", "sparse-compress", "mma-sync"])
+    lay.add_argument("--form", default=None, help="mma-sync: the instruction, e.g. "
+                     "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32")
+    lay.add_argument("--operand", default="a", choices=["a", "b", "c", "d"], help="mma-sync: the operand (default a)")
+    lay.add_argument("--problem", type=int, default=0, help="mma-sync m8n8k4: the quad pair, 0..3 (default 0)")
     lay.add_argument("--n", type=int, default=64, help="acc, epilogue: N of m64nN (8..256, default 64)")
     lay.add_argument("--dtype", default=None, help="acc: f32/s32/f16; a-frag, swizzle, smem, sparse-meta, epilogue, "
                      "sparse-compress: f16 bf16 tf32 e4m3 ...")
