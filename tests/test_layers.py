@@ -178,7 +178,7 @@ def test_triton_mixed_fp8_is_the_mixed_wgmma_chain():
     rng = np.random.default_rng(4)
     a = rng.standard_normal((64, 128)).astype(E4)
     b = rng.standard_normal((128, 64)).astype(E5)
-    d = triton_matmul(a, b, block_k=64)
+    d = triton_matmul(a, b, block_k=64, block_m=64, block_n=64, num_warps=4)     # MMAv3
     g = gemm(a, b, instr="wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2")
     assert np.array_equal(bits_of(d), bits_of(np.asarray(g, np.float32)))
     with pytest.raises(DTypeError):

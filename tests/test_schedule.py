@@ -37,9 +37,10 @@ def test_one_executor_reproduces_triton(fp8):
 
     a, b = fp8
     with np.errstate(all="ignore"):
-        assert same(triton_matmul(a, b, block_k=128), Schedule(W + "32.f32.e4m3.e4m3").run(a, b))
+        v3 = dict(block_m=128, block_n=128, num_warps=4)          # Triton 3.6 lowers this to wgmma
+        assert same(triton_matmul(a, b, block_k=128, **v3), Schedule(W + "32.f32.e4m3.e4m3").run(a, b))
         for imp, g in ((32, 1), (64, 2), (96, 3), (128, 4)):
-            assert same(triton_matmul(a, b, block_k=128, max_num_imprecise_acc=imp),
+            assert same(triton_matmul(a, b, block_k=128, max_num_imprecise_acc=imp, **v3),
                         Schedule(W + "32.f32.e4m3.e4m3", promote_every=g, restart_every=128).run(a, b)), imp
         assert same(triton_matmul(a, b, block_k=128, max_num_imprecise_acc=0),
                     Schedule("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", k_order="triton_fp8_mma_sync",
@@ -230,4 +231,5 @@ def test_triton_f16_accumulator_is_one_f16_chain():
         triton_matmul(ab, bb, block_k=64, acc_dtype=np.float16)
     a8, b8 = library_matrices(6, "e4m3", 64, 32, 256, lim=8.0)
     with pytest.raises(InputError, match="max_num_imprecise_acc applies to an f32 accumulator"):
-        triton_matmul(a8, b8, block_k=128, max_num_imprecise_acc=64, acc_dtype=np.float16)
+        triton_matmul(a8, b8, block_k=128, max_num_imprecise_acc=64, acc_dtype=np.float16, block_m=128, block_n=128,
+                      num_warps=4)

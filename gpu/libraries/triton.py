@@ -120,3 +120,57 @@ def version() -> str:
     import triton
 
     return triton.__version__
+
+
+_KERNEL_LOWERING = None
+
+
+def lowering_matmul_kernel():
+    """The tiled matmul of the lowering survey (gpu.record.triton_lowering), built once: like
+    :func:`tiled_matmul_kernel` with the accumulation pattern and accumulator type as constexprs:
+    ``PATTERN == "dot_acc"``: ``acc = tl.dot(a, b, acc, ...)``; ``"add"``: ``acc += tl.dot(a, b, ...)``
+    (Inductor's scaled-mm template without fast accumulation); ``ACC``: "f32" or "f16" (``out_dtype`` of
+    ``tl.dot``).  ``IMP == -1``: no ``max_num_imprecise_acc``; ``PREC == "none"``: no ``input_precision``."""
+    global _KERNEL_LOWERING
+    if _KERNEL_LOWERING is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def mm_lowering(a_ptr, b_ptr, c_ptr, Mx, Nx, Kx, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr,
+                        BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr, IMP: tl.constexpr, OUT: tl.constexpr,
+                        ACC: tl.constexpr, PATTERN: tl.constexpr):
+            pid_m = tl.program_id(0)
+            pid_n = tl.program_id(1)
+            rm = pid_m * BM + tl.arange(0, BM)
+            rn = pid_n * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc_t = tl.float16 if ACC == "f16" else tl.float32
+            acc = tl.zeros((BM, BN), dtype=acc_t)
+            for k in range(0, Kx, BK):
+                a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
+                b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+                if PATTERN == "dot_acc":
+                    if IMP == -1:
+                        if PREC == "none":
+                            acc = tl.dot(a, b, acc, out_dtype=acc_t)
+                        else:
+                            acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc_t)
+                    elif PREC == "none":
+                        acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMP, out_dtype=acc_t)
+                    else:
+                        acc = tl.dot(a, b, acc, input_precision=PREC, max_num_imprecise_acc=IMP, out_dtype=acc_t)
+                else:
+                    if IMP == -1:
+                        if PREC == "none":
+                            acc += tl.dot(a, b, out_dtype=acc_t)
+                        else:
+                            acc += tl.dot(a, b, input_precision=PREC, out_dtype=acc_t)
+                    elif PREC == "none":
+                        acc += tl.dot(a, b, max_num_imprecise_acc=IMP, out_dtype=acc_t)
+                    else:
+                        acc += tl.dot(a, b, input_precision=PREC, max_num_imprecise_acc=IMP, out_dtype=acc_t)
+            tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(OUT))
+
+        _KERNEL_LOWERING = mm_lowering
+    return _KERNEL_LOWERING

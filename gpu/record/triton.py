@@ -140,7 +140,8 @@ def store(explored: Path, out: Path, log=print) -> int:
         with np.load(f) as z:
             cfg = json.loads(str(z["config"]))
             a, b, c = z["a"].view(fp[cfg["dtype"]]), z["b"].view(fp[cfg["dtype"]]), z["c"].view(od[cfg["out"]])
-        kw = dict(block_k=cfg["BK"], input_precision=cfg["input_precision"] or "tf32",
+        kw = dict(block_k=cfg["BK"], block_m=cfg["BM"], block_n=cfg["BN"], num_warps=cfg["warps"],
+                  input_precision=cfg["input_precision"] or "tf32",
                   max_num_imprecise_acc=None if cfg["imp"] == "none" else (cfg["imp"] or 0), out_dtype=od[cfg["out"]])
         if cfg.get("acc") == "f16":        # the f16-accumulator kernel (explore_f16acc)
             kw.update(acc_dtype=np.float16, max_num_imprecise_acc=None)

@@ -97,6 +97,7 @@ EMULATIONS = (None, "tf32x3")
 MMA_SYNC_K8 = {"mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32": "bf16",
                "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32": "f16"}
 MMA_SYNC_F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+MMA_SYNC_F16_F16 = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"    # Triton's MMAv2 with an f16 acc
 FMA = "fma.rn.f32"
 SCHEMA = "wgref-schedule/1"
 
@@ -106,7 +107,7 @@ def _kind(instr: str) -> str:
         return "fma"
     if instr in MMA_SYNC_K8:
         return "mma_k8"
-    if instr == MMA_SYNC_F16:
+    if instr in (MMA_SYNC_F16, MMA_SYNC_F16_F16):
         return "mma_f16"
     if isinstance(instr, str) and instr.startswith("wgmma.mma_async.sp."):
         parse_wgmma_sp(instr)
@@ -114,7 +115,8 @@ def _kind(instr: str) -> str:
     if isinstance(instr, str) and instr.startswith("wgmma.mma_async."):
         parse_wgmma(instr)
         return "wgmma"
-    raise InputError(f"instr must be a wgmma form, {FMA!r}, {MMA_SYNC_F16!r} or one of {sorted(MMA_SYNC_K8)}, "
+    raise InputError(f"instr must be a wgmma form, {FMA!r}, {MMA_SYNC_F16!r}, {MMA_SYNC_F16_F16!r} or one of "
+                     f"{sorted(MMA_SYNC_K8)}, "
                      f"got {_describe(instr)}")
 
 
@@ -179,8 +181,12 @@ class Schedule:
                              f"not {self.instr}")
         if self.emulation == "tf32x3" and (kind != "wgmma" or "tf32" not in self.instr or not self.restart_every):
             raise InputError("emulation 'tf32x3' needs a tf32 wgmma and restart_every (the BLOCK_K slice)")
-        if self.promote_every and kind not in ("wgmma", "wgmma_sp"):
-            raise InputError(f"promote_every applies to wgmma chains, not {self.instr}")
+        if self.promote_every and kind not in ("wgmma", "wgmma_sp") and self.instr != MMA_SYNC_F16:
+            raise InputError(f"promote_every applies to wgmma chains and {MMA_SYNC_F16}, not {self.instr}")
+        if self.promote_every and kind == "mma_f16" and (self.promote_op != "fma" or self.restart_every
+                                                         or self.block_scales or self.epilogue_scale != "none"):
+            raise InputError("an mma.sync chain's groups enter the float32 accumulator with unit scales "
+                             "(promote_op 'fma', no block scales, no restart_every)")
         if self.block_scales and not self.promote_every:
             raise InputError("block_scales are applied at promotion: they need promote_every")
         if self.block_scales and self.splits > 1:
@@ -336,11 +342,7 @@ class Schedule:
         if kind == "fma":
             return _fma_matmul(np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32))
         if kind == "mma_f16":
-            if self.k_order == "triton_fp8_mma_sync":
-                perm = mma_sync_fp8_k_order(k)
-                a, b = a[:, perm], b[perm]
-            return gemm(a.astype(np.float16), b.astype(np.float16),
-                        instr="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
+            return self._mma_f16(a, b)
         if kind == "mma_k8":
             name = MMA_SYNC_K8[self.instr]
             instr_s = f"wgmma.mma_async.sync.aligned.m64n8k16.f32.{name}.{name}"
@@ -371,6 +373,27 @@ class Schedule:
         else:
             d = gemm(A, B, cc, instr=self.instr)
         return np.ascontiguousarray(np.asarray(d)[:M, :N])
+
+    def _mma_f16(self, a, b) -> np.ndarray:
+        """A chain of ``mma.sync.m16n8k16`` on f16 copies of the operands (an HMMA sums like the wgmma k16 of
+        the same accumulator); with ``promote_every`` each group of that many instructions is a fresh chain
+        from +0 added into a float32 accumulator (``add.f32``)."""
+        acc = "f16" if self.instr == MMA_SYNC_F16_F16 else "f32"
+        instr = f"wgmma.mma_async.sync.aligned.m64n8k16.{acc}.f16.f16"
+        k = a.shape[1]
+        step = 16 * self.promote_every if self.promote_every else k
+        if k % step:
+            raise InputError(f"K = {k} is not a whole number of promote_every groups ({step} K each)")
+        out = None
+        for k0 in range(0, k, step):
+            x, y = a[:, k0:k0 + step], b[k0:k0 + step]
+            if self.k_order == "triton_fp8_mma_sync":
+                perm = mma_sync_fp8_k_order(step)
+                x, y = x[:, perm], y[perm]
+            part = np.asarray(gemm(x.astype(np.float16), y.astype(np.float16), instr=instr))
+            with np.errstate(all="ignore"):
+                out = part if out is None else (out + part.astype(np.float32)).astype(np.float32)
+        return out
 
     def _sparse_chain(self, a, b, c):
         from ..numerics.sparse import compress, gemm_sp

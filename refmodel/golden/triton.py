@@ -49,7 +49,7 @@ from ..errors import DTypeError, InputError
 
 from ..numerics.gemm import _convert
 from ..validate import _describe, as_array, strict_options
-from .schedule import FMA, MMA_SYNC_F16, Schedule, mma_sync_fp8_k_order, rna_tf32  # noqa: F401 (public here too)
+from .schedule import FMA, MMA_SYNC_F16, MMA_SYNC_F16_F16, Schedule, mma_sync_fp8_k_order, rna_tf32  # noqa: F401
 
 _FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
 _OUT = {np.dtype(np.float32): None, np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "f16"}
@@ -92,10 +92,18 @@ def _instr_for(dt: np.dtype, input_precision: Any, dt_b=None) -> str:
 
 @strict_options
 def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
-                    out_dtype=np.float32, acc_dtype=np.float32, dtype_b=None) -> Schedule:
+                    out_dtype=np.float32, acc_dtype=np.float32, dtype_b=None, block_m=None, block_n=None,
+                    num_warps=None, num_stages=None, pattern: str = "dot_acc") -> Schedule:
     """The :class:`~refmodel.golden.Schedule` of the Triton tiled matmul for inputs of ``dtype`` (a numpy
     dtype: e4m3, e5m2, float16, bfloat16, float32) and K, with the kernel's options (module table);
-    ``dtype_b``: B's dtype where it differs (mixed FP8: e4m3 x e5m2)."""
+    ``dtype_b``: B's dtype where it differs (mixed FP8: e4m3 x e5m2).
+
+    ``block_m``, ``block_n``, ``num_warps`` (together) and ``num_stages``, ``pattern`` are the kernel's
+    configuration: they choose MMAv3 (wgmma) or MMAv2 (mma.sync) as Triton 3.6 does
+    (:func:`refmodel.golden.triton_lowering.triton_lowering`).  f16, bf16 and tf32 sum the same on both, so
+    they may be left out there; an FP8 dot needs them (unless ``max_num_imprecise_acc=0``, always MMAv2)."""
+    from .triton_lowering import dtype_name, triton_lowering
+
     dt = np.dtype(dtype)
     instr = _instr_for(dt, input_precision, dtype_b)
     from ..wgmma_forms import parse_wgmma
@@ -114,18 +122,50 @@ def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32
         raise InputError(f"max_num_imprecise_acc must be None or an int >= 0, got {_describe(m)}")
     acc = _acc_name(acc_dtype)
     fp8 = dt in _FP8
+    config = (block_m, block_n, num_warps)
+    if any(x is not None for x in config) and not all(x is not None for x in config):
+        raise InputError("give block_m, block_n and num_warps together (the kernel's BLOCK_M, BLOCK_N, num_warps)")
+    if pattern not in ("dot_acc", "add"):
+        raise InputError(f"pattern must be 'dot_acc' (acc = tl.dot(a, b, acc)) or 'add' (acc += tl.dot(a, b)), "
+                         f"got {_describe(pattern)}")
+    low = None
+    if all(x is not None for x in config):
+        low = triton_lowering(dt, dtype_b if dtype_b is not None else dt, block_m=block_m, block_n=block_n,
+                              block_k=block_k, num_warps=num_warps, num_stages=num_stages,
+                              input_precision=input_precision, max_num_imprecise_acc=m, acc_dtype=acc_dtype,
+                              pattern=pattern)
+        src = {**src, "lowering": low.describe(), "evidence": "recorded: fixtures/triton (lowering.npz and the rest)"}
+    else:
+        if num_stages is not None:
+            raise InputError("num_stages goes with block_m, block_n and num_warps")
+        if fp8 and m != 0:
+            raise InputError("an FP8 tl.dot lowers to wgmma (BLOCK_M a multiple of 64 and 4 or 8 warps) or to "
+                             "mma.sync on f16 copies (smaller tiles, 1 or 2 warps), and the two sum differently: "
+                             "give block_m, block_n and num_warps")
+        dtype_name(dt)
+    if fp8 and (m == 0 or (low is not None and low.path == "mma.sync")):
+        if low is not None and low.slice_add and acc == "f16":
+            raise InputError("acc += tl.dot(...) with an f16 accumulator was not recorded: not modelled")
+        return Schedule(MMA_SYNC_F16_F16 if acc == "f16" else MMA_SYNC_F16, k_order="triton_fp8_mma_sync",
+                        operand_cvt="f16", promote_every=block_k // 16 if low is not None and low.slice_add else None,
+                        out_dtype=out, source=src)
     if acc == "f16":
         if dt not in (np.dtype(np.float16), *_FP8):
             raise InputError(f"an f16 accumulator takes f16 or FP8 inputs (the wgmma forms with an f16 D), got {dt}")
         if m is not None and (fp8 or m != 0):
             raise InputError("max_num_imprecise_acc applies to an f32 accumulator, not acc_dtype=float16")
+        if low is not None and low.slice_add:
+            raise InputError("acc += tl.dot(...) with an f16 accumulator was not recorded: not modelled")
         return Schedule(instr.replace(".f32.", ".f16.", 1), out_dtype=out, source=src)
     if fp8:
-        if m == 0:
-            return Schedule(MMA_SYNC_F16, k_order="triton_fp8_mma_sync", operand_cvt="f16", out_dtype=out, source=src)
         if m is not None and m > block_k:
             raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "
                              f"a larger one), got {_describe(m)}")
+        if low is not None and low.slice_add:
+            if m is not None and m < block_k:
+                raise InputError(f"acc += tl.dot(...) with max_num_imprecise_acc = {m} < BLOCK_K = {block_k} was not "
+                                 f"recorded (the dot's own partial sums, then the add): not modelled")
+            return Schedule(instr, promote_every=block_k // kinstr, out_dtype=out, source=src)
         if m is None:  # Triton's default (2**30 > BLOCK_K): no partial accumulator, one chain over all of K
             return Schedule(instr, out_dtype=out, source=src)
         group = -(-int(m) // kinstr)           # instructions per partial sum, restarting at every slice
@@ -141,14 +181,19 @@ def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32
 
 @strict_options
 def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_imprecise_acc=None,
-                  out_dtype=np.float32, acc_dtype=np.float32) -> np.ndarray:
+                  out_dtype=np.float32, acc_dtype=np.float32, block_m=None, block_n=None, num_warps=None,
+                  num_stages=None, pattern: str = "dot_acc") -> np.ndarray:
     """The output, bit for bit, of the standard Triton tiled matmul for ``a`` (M, K) and ``b`` (K, N)
     in the kernel's input dtype (see the module table for what is modelled): :func:`triton_schedule`
     run by :meth:`Schedule.run`.  ``acc_dtype=numpy.float16``: the kernel's ``acc`` is f16
     (``tl.dot(a, b, acc, out_dtype=tl.float16)``).
 
-    M must be a multiple of 64 and N of 8 (Triton's tile rows and columns are independent, so
-    any tiling of M and N gives the same output); K a multiple of ``block_k``.
+    ``block_m``, ``block_n``, ``num_warps`` (and ``num_stages``, ``pattern``: ``"dot_acc"`` for
+    ``acc = tl.dot(a, b, acc)``, ``"add"`` for ``acc += tl.dot(a, b)``) are the kernel's configuration;
+    Triton 3.6 lowers to wgmma or to mma.sync by them (:func:`refmodel.golden.triton_lowering`).  An FP8 dot
+    needs them; f16, bf16 and tf32 sum the same either way.  Rows and columns of the output are
+    independent, so M need only be a multiple of 64 and N of 8 (the model's own tiling); K a multiple of
+    ``block_k``.
     """
     a = as_array("a", a)
     b = as_array("b", b)
@@ -159,7 +204,8 @@ def triton_matmul(a, b, *, block_k: int, input_precision: str = "tf32", max_num_
     N = b.shape[1]
     sched = triton_schedule(a.dtype, K, block_k=block_k, input_precision=input_precision,
                             max_num_imprecise_acc=max_num_imprecise_acc, out_dtype=out_dtype, acc_dtype=acc_dtype,
-                            dtype_b=b.dtype)
+                            dtype_b=b.dtype, block_m=block_m, block_n=block_n, num_warps=num_warps,
+                            num_stages=num_stages, pattern=pattern)
     if M % 64 or N % 8:
         raise InputError(f"M must be a multiple of 64 and N of 8, got M={M}, N={N}")
     with np.errstate(all="ignore"):

@@ -374,7 +374,9 @@ def golden(spec: dict, kernels) -> list[np.ndarray]:
 
         x = triton_inputs(spec)
         with np.errstate(all="ignore"):
+            # recorded by gpu.record.layers.run_triton: BLOCK_M = BLOCK_N = 64, 4 warps
             return [triton_matmul(x["a"], x["b"], block_k=spec["block_k"], max_num_imprecise_acc=spec["imp"],
+                                  block_m=64, block_n=64, num_warps=4,
                                   out_dtype=_ed(spec["out"]))]
     if op in ("float8_linear", "float8_inference"):
         from ..golden.torchao import float8_inference, float8_linear

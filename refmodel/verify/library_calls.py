@@ -122,7 +122,8 @@ def golden_triton(x: dict, cfg: dict) -> np.ndarray:
     from ..golden import triton_matmul
 
     with np.errstate(all="ignore"):       # Inf - Inf in tf32x3's split is data, not a fault
-        return triton_matmul(x["a"], x["b"], block_k=cfg["block_k"],
+        return triton_matmul(x["a"], x["b"], block_k=cfg["block_k"], block_m=TRITON_BM, block_n=TRITON_BN,
+                             num_warps=cfg["num_warps"],
                              input_precision=cfg["input_precision"] or "tf32", max_num_imprecise_acc=cfg["imp"],
                              out_dtype=element_dtype(cfg["out"]))
 

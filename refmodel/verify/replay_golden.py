@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import bits_of
-from .replay import Result, _count, replayer
+from .replay import Result, _count, meta_error, replayer
 
 _FP = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2, "f16": np.float16,
        "bf16": ml_dtypes.bfloat16, "f32": np.float32}
@@ -27,7 +27,8 @@ def replay_triton(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: 
     b = arrays["b"].view(_FP[meta["dtype"]])
     if a.shape[1] != b.shape[0] or arrays["d"].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"triton fixture: a {a.shape}, b {b.shape} and d {arrays['d'].shape} do not match")
-    d = triton_matmul(a, b, block_k=meta["BK"], input_precision=meta["input_precision"] or "tf32",
+    d = triton_matmul(a, b, block_k=meta["BK"], block_m=meta["BM"], block_n=meta["BN"], num_warps=meta["warps"],
+                      input_precision=meta["input_precision"] or "tf32",
                       max_num_imprecise_acc=meta["imp"] if meta["dtype"] in ("e4m3", "e5m2") else 0, out_dtype=_OUT[meta["out"]],
                       acc_dtype=_OUT[meta.get("acc", "f32")])
     return _count(bits_of(d), arrays["d"], f"triton {meta['dtype']} BK={meta['BK']}", {})
@@ -250,4 +251,40 @@ def _replay_layout_jobs(meta: dict[str, Any], jobs: list, port: np.ndarray, hw: 
     total.complete = full
     total.scope = (f"{'' if full else f'every {step}th: '}{checked} of {len(jobs)} jobs, {skipped} cases "
                    "refmodel refuses skipped")
+    return total
+
+
+@replayer("triton_lowering")
+def replay_triton_lowering(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """The Triton lowering recordings (fixtures/triton/lowering.npz, gpu.record.triton_lowering): every
+    configuration's whole (M, N) output in every family, as sha256 digests, and a corner of each raw,
+    against refmodel.golden.triton_matmul given the kernel's configuration (BLOCK_M/N/K, warps, pattern)."""
+    from ..golden import triton_matmul
+    from .seeded_mma import matrix_codes, typed_matrix
+
+    cfgs, fams, opts = list(meta.get("configs") or []), list(meta.get("families") or []), meta.get("options") or {}
+    shape, corner = tuple(meta.get("shape") or ()), int(meta.get("corner", 0))
+    hw, cor = arrays.get("hw_sha256"), arrays.get("corner")
+    if set(arrays) != {"hw_sha256", "corner"} or len(shape) != 3 or hw is None or cor is None or \
+            hw.shape != (len(cfgs), len(fams), 32) or cor.shape != (len(cfgs), len(fams), corner, corner):
+        raise meta_error(f"a triton_lowering fixture holds hw_sha256 ({len(cfgs)}, {len(fams)}, 32) and corner "
+                         f"({len(cfgs)}, {len(fams)}, {corner}, {corner}) for its meta; got {sorted(arrays)}")
+    total = Result(0, 0)
+    for i, c in enumerate(cfgs):
+        if c["opt"] not in opts:
+            raise meta_error(f"configuration {c.get('name')} names option {c['opt']!r}, which meta does not define")
+        ta, tb, prec, imp, acc = opts[c["opt"]]
+        for j, fam in enumerate(fams):
+            ac, bc = matrix_codes(ta, tb, fam, int(meta["seed"]), len(fams) * int(c["index"]) + j, shape)
+            with np.errstate(all="ignore"):
+                d = triton_matmul(typed_matrix(ac, ta), typed_matrix(bc, tb), block_k=c["BK"], block_m=c["BM"],
+                                  block_n=c["BN"], num_warps=c["warps"], num_stages=c.get("stages"),
+                                  pattern=c["pattern"], input_precision="tf32" if prec == "none" else prec,
+                                  max_num_imprecise_acc=None if imp == -1 else imp,
+                                  acc_dtype=np.float16 if acc == "f16" else np.float32, out_dtype=_OUT[meta["out"]])
+            bits = np.ascontiguousarray(bits_of(d), "<u4")
+            total.add(_count(bits[:corner, :corner], cor[i, j], f"{c['name']} {fam} corner", {}))
+            size = bits.size - corner * corner
+            ok = hashlib.sha256(bits.tobytes()).digest() == hw[i, j].tobytes()
+            total.add(Result(size, 0 if ok else size, [] if ok else [f"{c['name']} {fam}: refmodel's digest differs"]))
     return total

@@ -106,3 +106,23 @@ def typed(form, codes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, n
             x = x.reshape((-1, 4) + x.shape[1:])
         out.append(x)
     return out[0], out[1], out[2]
+
+
+def matrix_codes(fmt_a: str, fmt_b: str, family: str, seed: int, index: int, shape: tuple[int, int, int]):
+    """A (M, K) and B (K, N) codes (uint64) of one whole-matrix draw in one family of
+    :data:`refmodel.verify.seeded.FAMILIES` (the recordings of gpu.record.triton_lowering): A from key
+    (seed, index, 0), B from key (seed, index, 1); in the cancel family products of neighbouring k cancel."""
+    from .seeded import FAMILIES as ALL
+
+    M, K, N = shape
+    fams = np.array([ALL.index(family)])
+    a = operand_codes(key(seed, index, 0), fams, M, K, 1, fmt_a)[0]
+    b = operand_codes(key(seed, index, 1), fams, K, N, 0, fmt_b)[0]
+    return a, b
+
+
+def typed_matrix(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """Typed values of :func:`matrix_codes` codes (f32 as float32)."""
+    if fmt == "f32":
+        return np.ascontiguousarray(codes.astype(np.uint32)).view(np.float32)
+    return from_codes(codes, fmt)

@@ -145,7 +145,9 @@ def _golden(args) -> int:
         d = triton_matmul(_as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype_b or args.dtype), block_k=args.block_k,
                           input_precision=args.input_precision or "tf32", max_num_imprecise_acc=args.imp,
                           out_dtype=np.dtype(element_dtype(args.out_dtype)),
-                          acc_dtype=np.float16 if args.acc == "f16" else np.float32)
+                          acc_dtype=np.float16 if args.acc == "f16" else np.float32,
+                          block_m=args.block_m, block_n=args.block_n, num_warps=args.num_warps,
+                          num_stages=args.num_stages, pattern=args.pattern)
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
@@ -338,6 +340,13 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--out-dtype", default="f32", choices=["f32", "bf16", "f16"])
     g.add_argument("-o", "--output", required=True, help="D as raw bits (.npy)")
     g.add_argument("--block-k", type=int, default=None, help="triton: BLOCK_K")
+    g.add_argument("--block-m", type=int, default=None, help="triton: BLOCK_M (with --block-n, --num-warps: picks "
+                   "wgmma or mma.sync as Triton 3.6 does; needed for FP8)")
+    g.add_argument("--block-n", type=int, default=None, help="triton: BLOCK_N")
+    g.add_argument("--num-warps", type=int, default=None, help="triton: num_warps")
+    g.add_argument("--num-stages", type=int, default=None, help="triton: num_stages (default: Triton's)")
+    g.add_argument("--pattern", default="dot_acc", choices=["dot_acc", "add"],
+                   help="triton: acc = tl.dot(a, b, acc) (dot_acc, default) or acc += tl.dot(a, b) (add)")
     g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],
                    help="triton, f32 inputs: tf32 (default), tf32x3 or ieee")
     g.add_argument("--imp", type=int, default=None, help="triton, FP8: max_num_imprecise_acc (0, 32, 64, ...)")

@@ -1,0 +1,141 @@
+"""How Triton 3.6 lowers ``tl.dot`` on sm_90, by kernel configuration (established on the H100/H200).
+
+:func:`triton_lowering` answers, for a tiled-matmul kernel's configuration, which instructions Triton emits
+and how the result sums; :func:`refmodel.golden.triton_matmul` uses it.  The rules, read from the PTX of
+every surveyed configuration (``docs/data/triton_lowering_survey.json``, ``python -m gpu.record.triton_lowering
+--survey``) and held bit for bit by the recordings (fixtures/triton/lowering.npz):
+
+=============================================  ============================================================
+configuration                                  what Triton emits
+=============================================  ============================================================
+f32 inputs, ``input_precision="ieee"``         FMA (``fma.rn.f32``), whatever the tile
+FP8, ``max_num_imprecise_acc=0``               MMAv2 always: ``cvt.rn.f16x2.e4m3x2``/``e5m2x2`` then
+                                               ``mma.sync.m16n8k16`` f16 (f32 or f16 accumulator)
+``num_warps`` a multiple of 4 and ``BLOCK_M``  MMAv3: ``wgmma`` m64nNkK, N = min(BLOCK_N / wg_n, 256)
+a multiple of 64                               with wg_m = min(num_warps/4, BLOCK_M/64) warpgroups along
+                                               M and wg_n = num_warps/4/wg_m along N
+otherwise (BLOCK_M 16/32, or 1 or 2 warps)     MMAv2: ``mma.sync.m16n8k16`` (f16, bf16; FP8 after the
+                                               cvt to f16), ``m16n8k8`` tf32 (raw f32 bits, no cvt)
+``acc += tl.dot(a, b)``                        folded into ``acc = tl.dot(a, b, acc)`` when
+                                               max_num_imprecise_acc is 0 (every non-FP8 dot, and FP8
+                                               with 0); FP8 otherwise: a fresh chain per BLOCK_K slice
+                                               from +0, then ``add.f32`` into acc
+=============================================  ============================================================
+
+What it means for the bits: f16, bf16 and tf32 give the same output on MMAv2 and MMAv3 (an HMMA sums like a
+wgmma of the same K); FP8 does not: MMAv3 is the FP8 wgmma (its 13-bit window), MMAv2 the f16 tensor core
+on exact f16 copies, in Triton's K order (k = 0, 1 mod 4, then 2, 3 mod 4 in each 32-wide window).  So an
+FP8 call needs its tile and warps; the others do not.
+
+Established for BLOCK_M in {16, 32, 64, 128}, BLOCK_N in {16, 32, 64, 128}, BLOCK_K in {32, 64, 128},
+num_warps in {1, 2, 4, 8} and the default num_stages; anything else is refused, not guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import InputError
+from ..validate import _describe
+
+TRITON_VERSION = "3.6.0"
+BLOCK_M = (16, 32, 64, 128)
+BLOCK_N = (16, 32, 64, 128)
+BLOCK_K = (32, 64, 128)
+NUM_WARPS = (1, 2, 4, 8)
+NUM_STAGES = (None,)          # Triton's default (3 on sm_90); others were not surveyed
+PATTERNS = ("dot_acc", "add")
+
+_NAMES = {np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",
+          np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
+FP8 = ("e4m3", "e5m2")
+
+
+@dataclass(frozen=True)
+class TritonLowering:
+    """What Triton 3.6 emits for one ``tl.dot`` configuration on sm_90.
+
+    ``path``: "wgmma" (MMAv3), "mma.sync" (MMAv2) or "fma"; ``instr``: the PTX opcode of the MMA (for
+    wgmma with the N Triton picks), or ``fma.rn.f32``; ``fp8_upcast``: FP8 operands converted to f16 first;
+    ``slice_add``: ``acc += tl.dot`` kept as a fresh chain per BLOCK_K slice plus ``add.f32``."""
+
+    path: str
+    instr: str
+    fp8_upcast: bool
+    slice_add: bool
+
+    def describe(self) -> str:
+        what = {"wgmma": "MMAv3", "mma.sync": "MMAv2", "fma": "CUDA-core FMAs"}[self.path]
+        s = f"{what}: {self.instr}"
+        if self.fp8_upcast:
+            s += " on FP8 operands converted to f16 (cvt.rn.f16x2.e4m3x2 / e5m2x2)"
+        if self.slice_add:
+            s += "; each BLOCK_K slice a fresh chain from +0, added into acc with add.f32"
+        return s
+
+
+def dtype_name(dt) -> str:
+    """'f16', 'bf16', 'f32', 'e4m3' or 'e5m2' of a numpy dtype (or that name)."""
+    if isinstance(dt, str) and dt in _NAMES.values():
+        return dt
+    try:
+        d = np.dtype(dt)
+    except TypeError:
+        d = None
+    if d not in _NAMES:
+        raise InputError(f"Triton matmul inputs must be e4m3/e5m2, float16, bfloat16 or float32, got {_describe(dt)}")
+    return _NAMES[d]
+
+
+def _pick(name: str, v: Any, allowed: tuple) -> Any:
+    if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))):
+        raise InputError(f"{name} must be an int, got {_describe(v)}")
+    if v not in allowed:
+        shown = ", ".join("the default" if x is None else str(x) for x in allowed)
+        raise InputError(f"{name}={_describe(v)} was not surveyed: Triton {TRITON_VERSION}'s lowering is established "
+                         f"for {name} in {{{shown}}} only")
+    return None if v is None else int(v)
+
+
+def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_k: int, num_warps: int,
+                    num_stages: Optional[int] = None, input_precision: str = "tf32", max_num_imprecise_acc=None,
+                    acc_dtype=np.float32, pattern: str = "dot_acc") -> TritonLowering:
+    """The :class:`TritonLowering` of a Triton 3.6 tiled matmul's ``tl.dot`` on sm_90 (module table).
+    Configurations outside the surveyed ones are refused in one sentence."""
+    ta = dtype_name(dtype_a)
+    tb = ta if dtype_b is None else dtype_name(dtype_b)
+    if ta != tb and not (ta in FP8 and tb in FP8):
+        raise InputError(f"a and b must have the same dtype (or both be FP8), got {ta} and {tb}")
+    bm = _pick("block_m", block_m, BLOCK_M)
+    bn = _pick("block_n", block_n, BLOCK_N)
+    _pick("block_k", block_k, BLOCK_K)
+    w = _pick("num_warps", num_warps, NUM_WARPS)
+    _pick("num_stages", num_stages, NUM_STAGES)
+    if pattern not in PATTERNS:
+        raise InputError(f"pattern must be 'dot_acc' (acc = tl.dot(a, b, acc)) or 'add' (acc += tl.dot(a, b)), "
+                         f"got {_describe(pattern)}")
+    if input_precision not in ("tf32", "tf32x3", "ieee"):
+        raise InputError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {_describe(input_precision)}")
+    acc = "f16" if np.dtype(acc_dtype) == np.float16 else "f32"
+    m = max_num_imprecise_acc
+    if ta == "f32" and input_precision == "ieee":
+        return TritonLowering("fma", "fma.rn.f32", False, False)
+    fp8 = ta in FP8
+    imp0 = (m == 0) or not fp8                   # Triton's default is 0 for every non-FP8 dot
+    slice_add = pattern == "add" and not imp0
+    v3 = w % 4 == 0 and bm % 64 == 0 and not (fp8 and m == 0)
+    if v3:
+        wg = w // 4
+        wg_m = min(wg, bm // 64)
+        n = min(bn // (wg // wg_m), 256)
+        k = {"f16": 16, "bf16": 16, "f32": 8}.get(ta, 32)
+        types = f"{ta}.{tb}" if not ta == "f32" else "tf32.tf32"
+        return TritonLowering("wgmma", f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{acc}.{types}", False, slice_add)
+    if ta == "f32":
+        return TritonLowering("mma.sync", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", False, slice_add)
+    src = "f16" if fp8 else ta
+    return TritonLowering("mma.sync", f"mma.sync.aligned.m16n8k16.row.col.{acc}.{src}.{src}.{acc}", fp8, slice_add)
