@@ -249,8 +249,9 @@ def record(raw_dir: str, out: str, workers: int, seconds: float) -> int:
         ptx[r["name"]] = r["ptx"]
         done.append({**cfg, "name": r["name"], "index": r["i"]})
         print(f"{r['name']}: {r['ptx']['mma']}", flush=True)
-    np.savez_compressed(Path(raw_dir) / "triton_lowering_raw.npz", **raw)
-    (Path(raw_dir) / "triton_lowering_ptx.json").write_text(json.dumps(ptx, indent=0))
+    for fam in FAMILIES:                 # one file a family (each under the 16 MiB a device file may hold)
+        np.savez_compressed(Path(raw_dir) / f"triton_lowering_raw_{fam}.npz",
+                            **{k: v for k, v in raw.items() if k.endswith(f"__{fam}")})
     prov = {**device_info(), **host_provenance(), "triton": triton.__version__, "torch": torch.__version__,
             "recorder": "gpu.record.triton_lowering"}
     write_fixture("triton", "lowering", {"hw_sha256": np.stack(digests), "corner": np.stack(corners)},
