@@ -57,11 +57,13 @@ def test_the_rule_names_the_ptx_of_every_surveyed_configuration():
 def test_outside_the_survey_is_refused_in_one_sentence():
     a = np.zeros((64, 64), E4)
     for kw, what in ((dict(block_m=512), "block_m=512"), (dict(num_warps=16), "num_warps=16"),
-                     (dict(num_stages=7), "num_stages=7"), (dict(block_k=256), "block_k=256")):
+                     (dict(num_stages=7), "num_stages=7"), (dict(block_k=512), "block_k=512")):
         cfg = dict(block_m=64, block_n=64, num_warps=4, block_k=64) | kw
         with pytest.raises(InputError, match=what) as e:
             triton_lowering(E4, E4, **cfg)
         assert "\n" not in str(e.value) and "not surveyed" in str(e.value)
+    with pytest.raises(InputError, match="does not compile"):
+        triton_lowering(E4, E4, block_m=64, block_n=64, num_warps=4, block_k=16)   # Triton refuses it too
     with pytest.raises(InputError, match="give block_m, block_n and num_warps"):
         triton_matmul(a, a, block_k=64)                 # FP8: the path decides the bits
     with pytest.raises(InputError, match="together"):

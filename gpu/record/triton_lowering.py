@@ -186,7 +186,7 @@ RECORD = ([dict(opt=o, BM=bm, BN=bn, BK=bk, warps=w, stages=None, pattern="dot_a
              for o in ("f16", "e4m3", "e4m3_imp0") for (bm, bk) in ((32, 32), (64, 64))]
           + [dict(opt=o, BM=bm, BN=bn, BK=64, warps=w, stages=st, pattern="dot_acc")
              for o in ("f16", "e4m3", "tf32") for (bm, bn, w) in ((32, 64, 4), (64, 64, 4)) for st in (2, 4)]
-          + [dict(opt=o, BM=bm, BN=bn, BK=64, warps=w, stages=None, pattern="dot_acc")
+          + [dict(opt=o, BM=bm, BN=bn, BK=64, warps=w, stages=None, pattern="dot_acc", shape=[256, 256, 256])
              for o in ("f16", "e4m3") for (bm, bn, w) in ((256, 32, 8), (64, 256, 4), (16, 256, 2))])
 SHAPE = (128, 256, 128)          # M, K, N
 FAMILIES = ("narrow", "cancel", "wide", "special")
@@ -195,11 +195,12 @@ CORNER = 16
 
 
 def inputs(cfg: dict, family: str, seed: int = SEED, index: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A (M, K) and B (K, N) codes (uint64) of one recording (refmodel.verify.seeded_mma.matrix_codes)."""
+    """A (M, K) and B (K, N) codes (uint64) of one recording (refmodel.verify.seeded_mma.matrix_codes), of the
+    configuration's ``shape`` (M, K, N), or :data:`SHAPE`: M and N must be multiples of the tile."""
     from refmodel.verify.seeded_mma import matrix_codes
 
     _, ta, tb, *_ = _OPT[cfg["opt"]]
-    return matrix_codes(ta, tb, family, seed, index, SHAPE)
+    return matrix_codes(ta, tb, family, seed, index, tuple(cfg.get("shape") or SHAPE))
 
 
 def _record_one(i: int) -> dict:
@@ -225,7 +226,7 @@ def _record_one(i: int) -> dict:
         return {"i": i, "name": config_name(cfg), "error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
-def record(raw_dir: str, out: str, workers: int, seconds: float) -> int:
+def record(raw_dir: str, out: str, workers: int, seconds: float, only=None, name: str = "lowering") -> int:
     import torch
 
     import triton
@@ -234,7 +235,8 @@ def record(raw_dir: str, out: str, workers: int, seconds: float) -> int:
 
     Path(raw_dir).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    res = sorted(_pool_map(_record_one, list(range(len(RECORD))), workers, t0 + seconds), key=lambda r: r["i"])
+    todo = [i for i in range(len(RECORD)) if only is None or config_name(RECORD[i]) in only]
+    res = sorted(_pool_map(_record_one, todo, workers, t0 + seconds), key=lambda r: r["i"])
     digests, corners, raw, ptx, done = [], [], {}, {}, []
     for r in res:
         if "error" in r:
@@ -250,12 +252,13 @@ def record(raw_dir: str, out: str, workers: int, seconds: float) -> int:
         done.append({**cfg, "name": r["name"], "index": r["i"]})
         print(f"{r['name']}: {r['ptx']['mma']}", flush=True)
     for fam in FAMILIES:                 # one file a family (each under the 16 MiB a device file may hold)
-        np.savez_compressed(Path(raw_dir) / f"triton_lowering_raw_{fam}.npz",
+        np.savez_compressed(Path(raw_dir) / f"triton_{name}_raw_{fam}.npz",
                             **{k: v for k, v in raw.items() if k.endswith(f"__{fam}")})
     prov = {**device_info(), **host_provenance(), "triton": triton.__version__, "torch": torch.__version__,
             "recorder": "gpu.record.triton_lowering"}
-    write_fixture("triton", "lowering", {"hw_sha256": np.stack(digests), "corner": np.stack(corners)},
-                  kind="triton_lowering", cases=len(done) * len(FAMILIES) * SHAPE[0] * SHAPE[2],
+    cases = sum(len(FAMILIES) * (c.get("shape") or SHAPE)[0] * (c.get("shape") or SHAPE)[2] for c in done)
+    write_fixture("triton", name, {"hw_sha256": np.stack(digests), "corner": np.stack(corners)},
+                  kind="triton_lowering", cases=cases,
                   meta={"configs": done, "options": {o[0]: list(o[1:]) for o in OPTIONS}, "families": list(FAMILIES),
                         "shape": list(SHAPE), "seed": SEED, "corner": CORNER, "out": "f32",
                         "inputs": "refmodel.verify.seeded_mma.matrix_codes(A type, B type, family, seed, families * index + family)",
@@ -276,12 +279,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=240, help="stop each stage after this long, keeping what finished")
     ap.add_argument("--record", default=None, help="run RECORD, write raw outputs and PTX facts to DIR")
     ap.add_argument("--out", default="fixtures")
+    ap.add_argument("--only", default=None, help="--record: these configuration names only (comma-separated)")
+    ap.add_argument("--name", default="lowering", help="--record: the fixture's name (default lowering)")
     a = ap.parse_args(argv)
     rc = 0
     if a.survey:
         rc |= survey(a.survey, a.workers, a.seconds)
     if a.record:
-        rc |= record(a.record, a.out, a.workers, a.seconds)
+        rc |= record(a.record, a.out, a.workers, a.seconds, set(a.only.split(",")) if a.only else None, a.name)
     if not (a.survey or a.record):
         ap.error("give --survey FILE and/or --record DIR")
     return rc

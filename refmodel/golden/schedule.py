@@ -52,15 +52,17 @@ PROMOTE_OPS = ("fma", "mul_add", "fma_exact", "fma_row_first")
 REDUCE_ORDERS = ("sequential", "reverse", "tree")
 LANE_ASSIGN = ("strided", "chunked")
 LANE_TREES = ("down", "pairwise")
-OUT_NANS = (None, "canonical")
+OUT_NANS = (None, "canonical", "gpu")
 _CANONICAL_NAN = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00}
+_GPU_NAN = {"f32": 0x7FFFFFFF, "bf16": 0x7FFF, "f16": 0x7FFF}     # what NVIDIA's cvt/FADD write
 
 
-def canonical_nans(out: np.ndarray, dtype: str) -> np.ndarray:
-    """A copy of ``out`` (f32, bf16 or f16) with every NaN the type's canonical quiet NaN (``out_nan``)."""
+def canonical_nans(out: np.ndarray, dtype: str, kind: str = "canonical") -> np.ndarray:
+    """A copy of ``out`` (f32, bf16 or f16) with every NaN one NaN (``out_nan``): ``"canonical"``, the type's
+    canonical quiet NaN (XLA's); ``"gpu"``, the NVIDIA GPU's (0x7FFFFFFF / 0x7FFF: cvt.f32.f16 of an f16 NaN)."""
     out = np.array(out)
     bits = out.view({"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}[dtype])
-    bits[np.isnan(out.astype(np.float32))] = _CANONICAL_NAN[dtype]
+    bits[np.isnan(out.astype(np.float32))] = (_GPU_NAN if kind == "gpu" else _CANONICAL_NAN)[dtype]
     return out
 
 
@@ -256,7 +258,9 @@ class Schedule:
         elif self.epilogue_scale == "rowwise":
             text += " Epilogue: D = RN(scale_a[m] * RN(scale_b[n] * acc))."
         text += f" Output: {'the accumulator type' if self.out_dtype is None else self.out_dtype} (cvt.rn)"
-        text += ", every NaN the canonical quiet NaN." if self.out_nan == "canonical" else "."
+        text += {"canonical": ", every NaN the canonical quiet NaN.",
+                 "gpu": ", every NaN the GPU's (0x7FFFFFFF / 0x7FFF: cvt.f32.f16 of an f16 accumulator)."}.get(
+            self.out_nan, ".")
         src = self.source
         if src:
             bits = [f"{k} {src[k]}" for k in ("library", "version", "kernel", "shape", "device", "evidence") if k in src]
@@ -292,7 +296,9 @@ class Schedule:
             acc = parts[0]
         acc = self._epilogue(acc, None if self.block_scales else scale_a, None if self.block_scales else scale_b)
         out = _convert(np.asarray(acc), OUT_DTYPES[self.out_dtype]) if self.out_dtype else np.asarray(acc)
-        return canonical_nans(out, self.out_dtype or "f32") if self.out_nan == "canonical" else out
+        if self.out_nan is None:
+            return out
+        return canonical_nans(out, self.out_dtype or ("f16" if out.dtype == np.float16 else "f32"), self.out_nan)
 
     def expected(self, a, b_nk, scale_a=None, scale_b=None) -> np.ndarray:
         """:meth:`run` for operands as a kernel stores them: ``a`` (M, K) and ``b_nk`` (N, K), K-major,

@@ -148,7 +148,7 @@ def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32
             raise InputError("acc += tl.dot(...) with an f16 accumulator was not recorded: not modelled")
         return Schedule(MMA_SYNC_F16_F16 if acc == "f16" else MMA_SYNC_F16, k_order="triton_fp8_mma_sync",
                         operand_cvt="f16", promote_every=block_k // 16 if low is not None and low.slice_add else None,
-                        out_dtype=out, source=src)
+                        out_dtype=out, out_nan="gpu" if acc == "f16" and out == "f32" else None, source=src)
     if acc == "f16":
         if dt not in (np.dtype(np.float16), *_FP8):
             raise InputError(f"an f16 accumulator takes f16 or FP8 inputs (the wgmma forms with an f16 D), got {dt}")
@@ -156,7 +156,9 @@ def triton_schedule(dtype, K: int, *, block_k: int, input_precision: str = "tf32
             raise InputError("max_num_imprecise_acc applies to an f32 accumulator, not acc_dtype=float16")
         if low is not None and low.slice_add:
             raise InputError("acc += tl.dot(...) with an f16 accumulator was not recorded: not modelled")
-        return Schedule(instr.replace(".f32.", ".f16.", 1), out_dtype=out, source=src)
+        # acc.to(tl.float32) of an f16 accumulator is cvt.f32.f16: every NaN comes out 0x7FFFFFFF
+        return Schedule(instr.replace(".f32.", ".f16.", 1), out_dtype=out,
+                        out_nan="gpu" if out == "f32" else None, source=src)
     if fp8:
         if m is not None and m > block_k:
             raise InputError(f"max_num_imprecise_acc must be <= block_k = {block_k} (Triton refuses to compile "

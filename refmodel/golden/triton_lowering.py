@@ -27,8 +27,10 @@ wgmma of the same K); FP8 does not: MMAv3 is the FP8 wgmma (its 13-bit window), 
 on exact f16 copies, in Triton's K order (k = 0, 1 mod 4, then 2, 3 mod 4 in each 32-wide window).  So an
 FP8 call needs its tile and warps; the others do not.
 
-Established for BLOCK_M in {16, 32, 64, 128}, BLOCK_N in {16, 32, 64, 128}, BLOCK_K in {32, 64, 128},
-num_warps in {1, 2, 4, 8} and the default num_stages; anything else is refused, not guessed.
+Established for BLOCK_M and BLOCK_N in {16, 32, 64, 128, 256}, BLOCK_K in {16, 32, 64, 128, 256} (FP8: 32 and
+up, as Triton allows), num_warps in {1, 2, 4, 8} and num_stages in {1, ..., 5} or the default: the path does not
+depend on num_stages or BLOCK_K (surveyed), and the sums depend on BLOCK_K only through the per-slice rules
+above.  Anything else is refused, not guessed.
 """
 
 from __future__ import annotations
@@ -43,11 +45,11 @@ from ..errors import InputError
 from ..validate import _describe
 
 TRITON_VERSION = "3.6.0"
-BLOCK_M = (16, 32, 64, 128)
-BLOCK_N = (16, 32, 64, 128)
-BLOCK_K = (32, 64, 128)
+BLOCK_M = (16, 32, 64, 128, 256)
+BLOCK_N = (16, 32, 64, 128, 256)
+BLOCK_K = (16, 32, 64, 128, 256)     # FP8: 32 and up (Triton refuses a 16-wide FP8 dot)
 NUM_WARPS = (1, 2, 4, 8)
-NUM_STAGES = (None,)          # Triton's default (3 on sm_90); others were not surveyed
+NUM_STAGES = (None, 1, 2, 3, 4, 5)   # None: Triton's default
 PATTERNS = ("dot_acc", "add")
 
 _NAMES = {np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",
@@ -112,7 +114,7 @@ def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_
         raise InputError(f"a and b must have the same dtype (or both be FP8), got {ta} and {tb}")
     bm = _pick("block_m", block_m, BLOCK_M)
     bn = _pick("block_n", block_n, BLOCK_N)
-    _pick("block_k", block_k, BLOCK_K)
+    bk = _pick("block_k", block_k, BLOCK_K)
     w = _pick("num_warps", num_warps, NUM_WARPS)
     _pick("num_stages", num_stages, NUM_STAGES)
     if pattern not in PATTERNS:
@@ -120,6 +122,9 @@ def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_
                          f"got {_describe(pattern)}")
     if input_precision not in ("tf32", "tf32x3", "ieee"):
         raise InputError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {_describe(input_precision)}")
+    if bk < 32 and (ta in FP8 or tb in FP8):
+        raise InputError(f"block_k={bk} with FP8 inputs does not compile in Triton {TRITON_VERSION} (an FP8 dot's K "
+                         f"is at least 32)")
     acc = "f16" if np.dtype(acc_dtype) == np.float16 else "f32"
     m = max_num_imprecise_acc
     if ta == "f32" and input_precision == "ieee":

@@ -275,7 +275,8 @@ def replay_triton_lowering(meta: dict[str, Any], arrays: dict[str, np.ndarray], 
             raise meta_error(f"configuration {c.get('name')} names option {c['opt']!r}, which meta does not define")
         ta, tb, prec, imp, acc = opts[c["opt"]]
         for j, fam in enumerate(fams):
-            ac, bc = matrix_codes(ta, tb, fam, int(meta["seed"]), len(fams) * int(c["index"]) + j, shape)
+            ac, bc = matrix_codes(ta, tb, fam, int(meta["seed"]), len(fams) * int(c["index"]) + j,
+                                  tuple(c.get("shape") or shape))
             with np.errstate(all="ignore"):
                 d = triton_matmul(typed_matrix(ac, ta), typed_matrix(bc, tb), block_k=c["BK"], block_m=c["BM"],
                                   block_n=c["BN"], num_warps=c["warps"], num_stages=c.get("stages"),
