@@ -144,3 +144,80 @@ def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_
         return TritonLowering("mma.sync", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", False, slice_add)
     src = "f16" if fp8 else ta
     return TritonLowering("mma.sync", f"mma.sync.aligned.m16n8k16.row.col.{acc}.{src}.{src}.{acc}", fp8, slice_add)
+
+
+# ----------------------------------------------------------------------------- one tl.dot
+
+
+def _pad(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    if x.shape == (rows, cols):
+        return x
+    out = np.zeros((rows, cols), x.dtype)
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
+
+
+def tl_dot(a, b, c, *, num_warps: int, num_stages: Optional[int] = None, input_precision: str = "tf32",
+           max_num_imprecise_acc=None) -> np.ndarray:
+    """One ``tl.dot(a, b, c, ...)`` of a Triton 3.6 kernel on sm_90, bit for bit: ``a`` (BLOCK_M, BLOCK_K) and
+    ``b`` (BLOCK_K, BLOCK_N) typed (f16, bf16, f32, e4m3, e5m2), ``c`` (BLOCK_M, BLOCK_N) float32 or float16
+    (the accumulator in); the block shapes and ``num_warps`` choose the path as :func:`triton_lowering` does.
+    ``max_num_imprecise_acc=None`` is Triton's sm_90 default (2**30 for FP8).  What the Triton interpreter of
+    :mod:`wgref.triton` runs for every ``tl.dot``."""
+    from ..numerics.gemm import gemm
+    from ..numerics.promotion import add_f32, canonical_nan_f32, fma_f32_array
+    from .schedule import mma_sync_fp8_k_order, rna_tf32
+
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
+        raise InputError(f"tl_dot takes a (M, K), b (K, N) and c (M, N), got {a.shape}, {b.shape} and {c.shape}")
+    bm, bk = a.shape
+    bn = b.shape[1]
+    m = max_num_imprecise_acc
+    ta, tb = dtype_name(a.dtype), dtype_name(b.dtype)
+    if c.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise InputError(f"the accumulator c must be float32 or float16, got {c.dtype}")
+    if m is not None and m >= 2 ** 30:
+        m = None                                      # Triton's default on sm_90: no partial accumulator
+    low = triton_lowering(a.dtype, b.dtype, block_m=bm, block_n=bn, block_k=bk, num_warps=num_warps,
+                          num_stages=num_stages, input_precision=input_precision, max_num_imprecise_acc=m,
+                          acc_dtype=c.dtype)
+    acc = "f16" if c.dtype == np.float16 else "f32"
+    if acc == "f16" and ta not in ("f16", *FP8):
+        raise InputError(f"an f16 accumulator takes f16 or FP8 inputs, got {ta}")
+    M, N = -(-bm // 64) * 64, -(-bn // 8) * 8          # the model's own tile: rows and columns are independent
+    A, B, C = _pad(a, M, bk), _pad(b, bk, N), _pad(c, M, N)
+    with np.errstate(all="ignore"):
+        if low.path == "fma":
+            d = c.astype(np.float32)
+            for k in range(bk):
+                d = fma_f32_array(a[:, k:k + 1].astype(np.float32), b[k:k + 1].astype(np.float32), d)
+            return d
+        if low.fp8_upcast:
+            perm = mma_sync_fp8_k_order(bk)
+            d = gemm(A.astype(np.float16)[:, perm], B.astype(np.float16)[perm], C,
+                     instr=f"wgmma.mma_async.sync.aligned.m64n8k16.{acc}.f16.f16")
+        elif ta in FP8:
+            instr = f"wgmma.mma_async.sync.aligned.m64n8k32.{acc}.{ta}.{tb}"
+            if m is None or m >= bk or acc == "f16":
+                if acc == "f16" and m not in (None,) and m < bk:
+                    raise InputError("max_num_imprecise_acc applies to an f32 accumulator, not float16")
+                d = gemm(A, B, C, instr=instr)
+            else:                                     # partial sums of ceil(m/32) instructions, added into C
+                group = -(-int(m) // 32) * 32
+                d = C
+                for k0 in range(0, bk, group):        # the last group of the slice may be shorter
+                    d = add_f32(d, gemm(A[:, k0:k0 + group], B[k0:k0 + group], instr=instr))
+        elif ta == "f32" and input_precision == "tf32x3":
+            instr = "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
+            big_a, big_b = rna_tf32(A), rna_tf32(B)
+            small_a, small_b = canonical_nan_f32(A - big_a), canonical_nan_f32(B - big_b)
+            p = gemm(small_a, big_b, instr=instr)
+            p = gemm(big_a, small_b, p, instr=instr)
+            p = np.where(np.isnan(p), np.float32(0), p)
+            d = add_f32(C, gemm(big_a, big_b, p, instr=instr))
+        else:
+            k = 8 if ta == "f32" else 16
+            types = "tf32.tf32" if ta == "f32" else f"{ta}.{tb}"
+            d = gemm(A, B, C, instr=f"wgmma.mma_async.sync.aligned.m64n8k{k}.{acc}.{types}")
+    return np.ascontiguousarray(np.asarray(d)[:bm, :bn])

@@ -1,0 +1,122 @@
+"""wgref.triton.interpret(): Triton's CPU interpreter, patched with the H200's numerics, runs the very kernel
+recorded on the GPU (gpu.libraries.triton's lowering kernel) and gives the recorded bits; Triton's own
+interpreter does not; what cannot be modelled is refused in one sentence.
+
+Triton builds its library functions for the interpreter only when TRITON_INTERPRET=1 is set before it is
+first imported, so each check runs in a fresh Python process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+if not triton.__version__.startswith("3.6"):
+    pytest.skip("wgref.triton models Triton 3.6", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_interpreter_gives_the_recorded_bits_of_every_configuration_and_family():
+    r = subprocess.run([sys.executable, "-m", "wgref.triton", "replay"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "268 interpreted runs of the recorded kernel, 268 bit-identical to the H200, 0 differ" in r.stdout
+
+
+def test_tritons_own_interpreter_does_not():
+    r = subprocess.run([sys.executable, "-m", "wgref.triton", "replay", "--plain", "--family", "narrow"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=900,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1
+    last = r.stdout.strip().splitlines()[-1]
+    differ = int(last.split(", ")[-1].split()[0])
+    assert differ >= 40, last                  # np.matmul, numpy's order, no tf32, no 13-bit FP8 window
+
+
+def test_numpy_arguments_and_the_launch_configuration():
+    r = _python("""
+        import numpy as np, ml_dtypes, triton.language as tl
+        import gpu.libraries.triton as GT, wgref.triton as WT
+        from refmodel.golden import triton_matmul
+        k = GT.lowering_matmul_kernel()
+        rng = np.random.default_rng(2)
+        a = (rng.standard_normal((64, 64)) * 4).astype(ml_dtypes.float8_e4m3fn)
+        b = (rng.standard_normal((64, 16)) * 4).astype(ml_dtypes.float8_e4m3fn)
+        outs = []
+        with WT.interpret():
+            for bm, w in ((32, 2), (64, 4)):          # MMAv2 (f16 mma.sync) and MMAv3 (wgmma): different bits
+                out = np.zeros((64, 16), np.float32)
+                k[(64 // bm, 1)](a, b, out, 64, 16, 64, 64, 1, 16, 1, 16, 1, BM=bm, BN=16, BK=64, PREC="none",
+                                 IMP=-1, OUT=tl.float32, ACC="f32", PATTERN="dot_acc", num_warps=w)
+                want = triton_matmul(a, b, block_k=64, block_m=bm, block_n=16, num_warps=w)
+                assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), (bm, w)
+                outs.append(out.copy())
+        assert not np.array_equal(outs[0], outs[1])
+        print("ok")
+    """)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_what_is_not_modelled_is_refused_in_one_sentence():
+    r = _python("""
+        import numpy as np, triton, triton.language as tl, wgref.triton as WT
+        from refmodel.numerics.promotion import fma_f32_array
+
+        @triton.jit
+        def exp_kernel(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.store(y_ptr + r, tl.exp(tl.load(x_ptr + r)))
+
+        @triton.jit
+        def mul_add_kernel(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            x = tl.load(x_ptr + r)
+            tl.store(y_ptr + r, x * x + x)
+
+        @triton.jit
+        def fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            x = tl.load(x_ptr + r)
+            tl.store(y_ptr + r, tl.fma(x, x, x))
+
+        x = np.linspace(-2, 2, 16).astype(np.float32)
+        y = np.zeros(16, np.float32)
+        with WT.interpret():
+            for k, what in ((exp_kernel, "tl.exp"), (mul_add_kernel, "contracts to an FMA")):
+                try:
+                    k[(1,)](x, y, N=16)
+                    raise SystemExit("not refused: " + what)
+                except Exception as e:
+                    assert what in str(e) and "not modelled" in str(e), str(e)
+            fma_kernel[(1,)](x, y, N=16)
+        assert np.array_equal(y.view(np.uint32), fma_f32_array(x, x, x).view(np.uint32))
+        print("ok")
+    """)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_interpret_needs_the_environment_variable_before_triton_is_imported():
+    r = _python("""
+        import os
+        del os.environ["TRITON_INTERPRET"]
+        import triton
+        os.environ["TRITON_INTERPRET"] = "1"
+        import wgref.triton as WT
+        try:
+            with WT.interpret():
+                pass
+        except Exception as e:
+            print(e)
+    """)
+    assert "before the first `import triton`" in r.stdout, r.stdout + r.stderr[-2000:]
