@@ -120,3 +120,26 @@ def test_interpret_needs_the_environment_variable_before_triton_is_imported():
             print(e)
     """)
     assert "before the first `import triton`" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_the_pytest_fixture(tmp_path):
+    (tmp_path / "conftest.py").write_text("import os\nos.environ['TRITON_INTERPRET'] = '1'\n")
+    (tmp_path / "test_k.py").write_text(textwrap.dedent("""
+        import numpy as np, triton, triton.language as tl
+
+        @triton.jit
+        def add(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            x = tl.load(x_ptr + r)
+            tl.store(y_ptr + r, x + x)
+
+        def test_add(wgref_triton):
+            x = np.array([1.5, np.nan, -np.inf, 3e38], np.float32)
+            y = np.zeros(4, np.float32)
+            add[(1,)](x, y, N=4)
+            assert y.view(np.uint32).tolist() == [0x40400000, 0x7FFFFFFF, 0xFF800000, 0x7F800000]
+    """))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]

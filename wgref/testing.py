@@ -110,6 +110,15 @@ try:                                    # the pytest plugin (entry point pytest1
     def wgref_golden():
         """wgref's bit-exact assertions: ``wgref_golden.assert_matches_golden(got, library=..., **call)``."""
         return _Golden()
+
+    @pytest.fixture
+    def wgref_triton():
+        """Triton's interpreter with the H200's numerics for the test (:func:`wgref.triton.interpret`);
+        TRITON_INTERPRET=1 must be set before Triton is first imported (e.g. in conftest.py)."""
+        from wgref.triton import interpret
+
+        with interpret():
+            yield
 except ImportError:                     # pytest is optional: the functions work without it
     def wgref_golden():                 # type: ignore[no-redef]
         """Only a pytest fixture when pytest is installed."""

@@ -448,13 +448,6 @@ def _main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def pytest_fixture():
-    """A pytest fixture body: ``wgref_triton = pytest.fixture(wgref.triton.pytest_fixture)`` gives tests the
-    patched interpreter (``TRITON_INTERPRET=1`` must be set before the kernels are defined)."""
-    with interpret():
-        yield
-
-
 if __name__ == "__main__":
     import sys
 
