@@ -32,6 +32,10 @@ def test_the_interpreter_gives_the_recorded_bits_of_every_configuration_and_fami
                        timeout=900, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "268 interpreted runs of the recorded kernel, 268 bit-identical to the H200, 0 differ" in r.stdout
+    import json
+
+    doc = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())   # what docs/triton.md says
+    assert doc["patched"] == {"runs": 268, "differ": 0, "families": ["narrow", "cancel", "wide", "special"]}
 
 
 def test_tritons_own_interpreter_does_not():
@@ -42,6 +46,10 @@ def test_tritons_own_interpreter_does_not():
     last = r.stdout.strip().splitlines()[-1]
     differ = int(last.split(", ")[-1].split()[0])
     assert differ >= 40, last                  # np.matmul, numpy's order, no tf32, no 13-bit FP8 window
+    import json
+
+    doc = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())   # what docs/triton.md says
+    assert doc["plain"]["differ"] == differ and doc["plain"]["runs"] == int(last.split()[0])
 
 
 def test_numpy_arguments_and_the_launch_configuration():

@@ -68,7 +68,47 @@ CI with 0 mismatches (`wgref verify --feature triton`):
 | fixture | configurations | families | M x K x N | outputs | recorded on |
 |---|---:|---|---|---:|---|
 {chr(10).join(fx)}
+
+## A bit-exact Triton interpreter
+
+Triton's own interpreter (`TRITON_INTERPRET=1`) runs kernels on the CPU with numpy and never gives the GPU's
+bits: its `tl.dot` is `np.matmul`, its FP8 and bf16 casts truncate or round half up, its f32 arithmetic keeps
+NaN payloads. `wgref.triton.interpret()` patches it with the H200's numerics:
+
+```python
+import os; os.environ["TRITON_INTERPRET"] = "1"     # before the first `import triton`
+import triton, triton.language as tl, wgref.triton
+
+@triton.jit
+def kernel(...): ...
+
+with wgref.triton.interpret():
+    kernel[grid](a, b, c, ..., BM=32, BN=64, BK=64, num_warps=4)   # numpy arrays (ml_dtypes) or CPU tensors
+```
+
+(or the `wgref_triton` pytest fixture). Every `tl.dot` is `refmodel.golden.triton_lowering.tl_dot` — the
+path above for the dot's block shapes and the launch's `num_warps` — and `acc += tl.dot(a, b)` is folded where
+Triton folds it; f32 `+ - *` and `tl.fma` are the GPU's (one rounding, NaN 0x7FFFFFFF); `.to()` among f32,
+f16 and bf16 is `cvt.rn`. What it cannot run bit-exactly is refused in one sentence: `tl.exp`, `/`, `sqrt` and
+the other transcendental ops (their Triton lowering was not recorded), a float multiply feeding an add (Triton
+contracts it to an FMA: write `tl.fma`), FP8 casts in the kernel body, float min/max.
+
+`python -m wgref.triton replay` runs the very kernel source recorded on the GPU (`gpu.libraries.triton`'s
+lowering kernel) in the patched interpreter on every configuration and family of the fixtures above and
+compares each whole output with the H200's: {_replay_summary()}. `python -m wgref.triton replay --plain`
+(Triton's own interpreter, run on numpy arguments) gets {_replay_summary(plain=True)}.
 """
+
+
+def _replay_summary(plain: bool = False) -> str:
+    """The counts ``python -m wgref.triton replay`` printed, as stored in docs/data/triton_interpret.json
+    (tests/test_triton_interpret.py checks them against a fresh run)."""
+    d = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())
+    r = d["plain" if plain else "patched"]
+    if plain:
+        return f"{r['differ']} of {r['runs']} runs ({', '.join(r['families'])} family) differ"
+    return (f"{r['runs']} runs ({len(r['families'])} families), {r['runs'] - r['differ']} bit-identical, "
+            f"{r['differ']} differ")
 
 
 def triton_page() -> str:
