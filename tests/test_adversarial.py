@@ -91,6 +91,9 @@ junk_scalars = st.one_of(
     st.just([[1, 2], [3]]), st.just({"a": 1}), st.just(()), st.just([]),
 )
 junk = st.one_of(junk_scalars, arrays())
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+MMA_S4 = "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s4.s4.s32"
+MMA_F64 = "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64"
 strings = st.one_of(st.sampled_from(["", " ", ";", "e4m3", "e5m2", "f16", "bf16", "f32", "tf32", "f64",
                                      "tensor", "row", "col", "1x128", "0x4", "99999999999999999999x2",
                                      "satfinite", "nosat", "relu", "div", "e8m0", "mx", "ceil", CVT,
@@ -168,6 +171,14 @@ ENTRY_POINTS = {
     "format_spec": _call(maybe(st.just("e4m3"), strings)),
     "parse_cvt": _call(maybe(st.just(CVT), strings)),
     "parse_wgmma": _call(maybe(st.just(INSTR), strings)),
+    "parse_mma_sync": _call(maybe(st.sampled_from([MMA, MMA_S4, MMA_F64, "mma.sync.aligned.m8n8k4.row.row.f16.f16.f16.f16"]),
+                                  strings)),
+    "mma_sync": _call(maybe(st.sampled_from([MMA, MMA_S4, MMA_F64]), strings),
+                      maybe(st.sampled_from([np.ones((16, 16), np.float16), np.full((16, 32), 7, np.int8),
+                                             np.ones((16, 16), np.float64)])),
+                      maybe(st.sampled_from([np.ones((16, 8), np.float16), np.full((32, 8), -8, np.int8),
+                                             np.ones((16, 8), np.float64)])),
+                      maybe(st.sampled_from([None, np.zeros((16, 8), np.float32), np.zeros((16, 8), np.int32)]))),
     "params_for": _call(maybe(st.just(INSTR), strings)),
     "fma_f32": _call(maybe(1.5), maybe(np.float32(2)), maybe(np.float32(-3))),
     "DelayedScaling": _call(maybe(st.just("e4m3"), strings), maybe(4), maybe(st.just("max"), strings),
@@ -242,7 +253,7 @@ def test_every_array_entry_point_is_covered():
             "FORMATS", "E4M3", "E5M2", "F16", "BF16", "F32", "POLICIES", "CVT_FORMS", "WGMMA_FORMS",
             "BINDING", "PROMOTE_OPS", "AccumParams", "IntAccumParams", "with_params",
             "fdpa",  # low-level formula over already-validated AccumParams (internal use)
-            "SwizzleMode", "SWIZZLE_MODES", "MATRIX_FORMS", "WGMMA_SP_FORMS"}  # data, not functions
+            "SwizzleMode", "SWIZZLE_MODES", "MATRIX_FORMS", "WGMMA_SP_FORMS", "MMA_SYNC_FORMS"}  # data
     missing = [nm for nm in refmodel.__all__ if nm not in skip and nm not in ENTRY_POINTS]
     assert not missing, f"no adversarial strategy for {missing}"
 

@@ -657,7 +657,8 @@ def test_golden_output_is_checked_before_any_work(gold, out, adversarial_counter
 
 def test_golden_still_runs(gold):
     rc, out, _ = check_cli(["golden", "triton", str(gold / "a.npy"), str(gold / "b.npy"), "--dtype", "e4m3",
-                            "--block-k", "32", "-o", str(gold / "d.npy")], want=0)
+                            "--block-k", "32", "--block-m", "64", "--block-n", "64", "--num-warps", "4",
+                            "-o", str(gold / "d.npy")], want=0)
     assert np.load(gold / "d.npy").shape == (64, 64)
 
 

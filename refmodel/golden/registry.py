@@ -46,10 +46,16 @@ class GoldenModel:
 
 GOLDEN_MODELS: tuple[GoldenModel, ...] = (
     GoldenModel("triton", "Triton 3.6 tiled matmul (tl.dot)", "refmodel.golden.triton:triton_matmul",
-                cli_options=("--block-k", "--input-precision", "--imp", "--acc", "--dtype-b"),
+                cli_options=("--block-k", "--input-precision", "--imp", "--acc", "--dtype-b", "--block-m", "--block-n",
+                             "--num-warps", "--num-stages", "--pattern"),
                 infer_target="triton", fuzz_target="triton", recorder="gpu.record.triton",
                 fixtures=("triton", "layers"), dtypes=("e4m3", "e5m2", "f16", "bf16", "f32"),
-                notes="wgmma path (BLOCK_M >= 64, num_warps >= 4); FP8 pairs mixed or not"),
+                notes="wgmma or mma.sync as Triton 3.6 lowers BLOCK_M/N/K and num_warps (FP8 needs them); "
+                      "acc += dot; FP8 pairs mixed or not"),
+    GoldenModel("inductor", "torch.compile max-autotune Triton templates (torch 2.11): _scaled_mm row-wise",
+                "refmodel.golden.inductor:scaled_mm", cli_options=("--code", "--scale-a", "--scale-b"),
+                recorder="gpu.record.inductor", fixtures=("inductor",), dtypes=("e4m3",),
+                notes="from the generated source (run_and_get_code); row-wise scales, bf16 out; other epilogues refused"),
     GoldenModel("cublas", "cuBLAS GEMMs through torch (matmul, F.linear, addmm, baddbmm, bmm)",
                 "refmodel.golden.cublas:cublas_matmul", cli_options=("--kernel", "--splits", "--bias", "--c", "--alpha",
                                                                      "--beta"),

@@ -28,9 +28,9 @@ on exact f16 copies, in Triton's K order (k = 0, 1 mod 4, then 2, 3 mod 4 in eac
 FP8 call needs its tile and warps; the others do not.
 
 Established for BLOCK_M and BLOCK_N in {16, 32, 64, 128, 256}, BLOCK_K in {16, 32, 64, 128, 256} (FP8: 32 and
-up, as Triton allows), num_warps in {1, 2, 4, 8} and num_stages in {1, ..., 5} or the default: the path does not
-depend on num_stages or BLOCK_K (surveyed), and the sums depend on BLOCK_K only through the per-slice rules
-above.  Anything else is refused, not guessed.
+up, as Triton allows), num_warps in {1, 2, 4, 8} and num_stages in {1, ..., 6} or the default: the path does not
+depend on num_stages (1 to 5 surveyed; 6 in a recorded Inductor template) or BLOCK_K (surveyed), and the sums
+depend on BLOCK_K only through the per-slice rules above.  Anything else is refused, not guessed.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ BLOCK_M = (16, 32, 64, 128, 256)
 BLOCK_N = (16, 32, 64, 128, 256)
 BLOCK_K = (16, 32, 64, 128, 256)     # FP8: 32 and up (Triton refuses a 16-wide FP8 dot)
 NUM_WARPS = (1, 2, 4, 8)
-NUM_STAGES = (None, 1, 2, 3, 4, 5)   # None: Triton's default
+NUM_STAGES = (None, 1, 2, 3, 4, 5, 6)   # None: Triton's default; 6 from the Inductor recordings
 PATTERNS = ("dot_acc", "add")
 
 _NAMES = {np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",

@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from ..errors import InputError
+from ..validate import as_array
 from ..mma_sync_forms import (OPERANDS, TYPE_BITS, TYPED, MmaSyncForm, _check_operand, _form,  # noqa: F401
                               element_codes, from_codes, matrix_shape, operand_types, parse_mma_sync,
                               typed_dtype)
@@ -95,7 +96,7 @@ def pack(form, operand: str, x) -> np.ndarray:
     f = _form(form)
     t = operand_types(f)[_check_operand(operand)]
     shape = matrix_shape(f, operand)
-    x = np.asarray(x)
+    x = as_array(operand.upper(), x)
     if x.ndim < len(shape) or tuple(x.shape[-len(shape):]) != shape:
         raise InputError(f"{operand.upper()} of {f.name} must have shape (..., {', '.join(map(str, shape))}), "
                          f"got {tuple(x.shape)}")
@@ -117,7 +118,7 @@ def unpack(form, operand: str, regs) -> np.ndarray:
     bits = TYPE_BITS[t]
     E = 1 if bits >= 32 else 32 // bits
     p, r, c = fragment_layout(f, operand)
-    regs = np.asarray(regs)
+    regs = as_array(f"{operand.upper()} registers", regs)
     nregs = p.shape[1] // E
     if regs.ndim < 2 or regs.shape[-2:] != (LANES, nregs):
         raise InputError(f"{operand.upper()} registers of {f.name} must have shape (..., 32, {nregs}), "

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import DTypeError, InputError
 from ..mma_sync_forms import MmaSyncForm, element_codes, from_codes, matrix_shape, parse_mma_sync, typed_dtype
-from ..validate import check_instr
+from ..validate import as_array, check_instr
 from .accumulate import BINDING, decode_operand, fdpa_chain
 from .fma64 import fma_chain
 from .wgmma import operand_codes, operand_spec
@@ -42,7 +42,7 @@ _CANON = {"f32": np.uint32(0x7FFFFFFF), "f16": np.uint16(0x7FFF)}
 
 def _check(name: str, x, t: str, shape: tuple[int, ...], form: MmaSyncForm) -> np.ndarray:
     dt = typed_dtype(t)
-    x = np.asarray(x)
+    x = as_array(name, x, what=f"a {dt.name} array")
     if x.dtype != dt:
         raise DTypeError(f"{name} must be {dt.name} for .{t} in {form.name}, got {x.dtype.name}")
     if x.ndim < len(shape) or tuple(x.shape[-len(shape):]) != shape:

@@ -289,3 +289,35 @@ def replay_triton_lowering(meta: dict[str, Any], arrays: dict[str, np.ndarray], 
             ok = hashlib.sha256(bits.tobytes()).digest() == hw[i, j].tobytes()
             total.add(Result(size, 0 if ok else size, [] if ok else [f"{c['name']} {fam}: refmodel's digest differs"]))
     return total
+
+
+@replayer("inductor_calls")
+def replay_inductor_calls(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """torch.compile max-autotune ``_scaled_mm`` calls (fixtures/inductor, gpu.record.inductor): each call's
+    generated source (kept in the fixture) through refmodel.golden.inductor.scaled_mm on the rebuilt inputs,
+    against the H200's whole-output digests and a 16 x 16 corner."""
+    from ..golden.inductor import scaled_mm
+    from .seeded_mma import matrix_codes, typed_matrix
+
+    calls, fams, corner = list(meta.get("calls") or []), list(meta.get("families") or []), int(meta.get("corner", 0))
+    want_keys = {"hw_sha256", "code"} | {f"corner{i}" for i in range(len(calls))}
+    if set(arrays) != want_keys or arrays["hw_sha256"].shape != (len(calls), len(fams), 32) or \
+            arrays["code"].size != sum(int(c["code_bytes"]) for c in calls):
+        raise meta_error(f"an inductor_calls fixture holds {sorted(want_keys)} for its {len(calls)} calls; "
+                         f"got {sorted(arrays)}")
+    total, off = Result(0, 0), 0
+    for i, c in enumerate(calls):
+        code = arrays["code"][off:off + int(c["code_bytes"])].tobytes().decode()
+        off += int(c["code_bytes"])
+        M, K, N = c["shape"]
+        sa = np.asarray(c["scale_a"], np.float32).reshape(M, 1)
+        sb = np.asarray(c["scale_b"], np.float32).reshape(1, N)
+        for j, fam in enumerate(fams):
+            ac, bc = matrix_codes("e4m3", "e4m3", fam, int(meta["seed"]), len(fams) * int(c["index"]) + j, (M, K, N))
+            d = np.ascontiguousarray(bits_of(scaled_mm(typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb,
+                                                       code=code)), "<u2")
+            total.add(_count(d[:corner, :corner], arrays[f"corner{i}"][j], f"{c['name']} {fam} corner", {}))
+            size = d.size - corner * corner
+            ok = hashlib.sha256(d.tobytes()).digest() == arrays["hw_sha256"][i, j].tobytes()
+            total.add(Result(size, 0 if ok else size, [] if ok else [f"{c['name']} {fam}: refmodel's digest differs"]))
+    return total

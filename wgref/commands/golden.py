@@ -43,7 +43,9 @@ def _check_options(args) -> None:
              "--acc": args.acc, "--promotion-interval": args.promotion_interval, "--kernel": args.kernel,
              "--splits": args.splits, "--bias": args.bias, "--dtype-b": args.dtype_b, "--c": args.c,
              "--alpha": args.alpha, "--beta": args.beta, "--recipe": args.recipe, "--granularity": args.granularity,
-             "--grad-y": args.grad_y}
+             "--grad-y": args.grad_y, "--block-m": args.block_m, "--block-n": args.block_n,
+             "--num-warps": args.num_warps, "--num-stages": args.num_stages,
+             "--pattern": None if args.pattern == "dot_acc" else args.pattern, "--code": args.code}
     _TAKES = _takes()
     if getattr(args, "schedule", None) is not None:
         clash = [o for o in _MODEL_OPTIONS if given[o] is not None]
@@ -118,7 +120,7 @@ def _golden(args) -> int:
 
     _check_options(args)
     inputs = [_file_of(args.a), _file_of(args.b)] + [_file_of(x) for x in (args.scale_a, args.scale_b, args.bias,
-                                                                             args.c, args.grad_y)
+                                                                             args.c, args.grad_y, args.code)
                                                       if x is not None and _is_file_arg(x)]
     check_output(args.output, inputs=inputs)   # not a device, a folder, a symlink or one of the inputs
     if args.schedule is not None:
@@ -148,6 +150,18 @@ def _golden(args) -> int:
                           acc_dtype=np.float16 if args.acc == "f16" else np.float32,
                           block_m=args.block_m, block_n=args.block_n, num_warps=args.num_warps,
                           num_stages=args.num_stages, pattern=args.pattern)
+    elif args.library == "inductor":
+        from refmodel.golden.inductor import scaled_mm as inductor_scaled_mm
+
+        if args.code is None:
+            raise UsageError("wgref golden inductor needs --code (Inductor's generated source, from "
+                             "torch._inductor.utils.run_and_get_code)")
+        try:
+            code = open(args.code, encoding="utf-8").read()
+        except OSError as e:
+            raise UsageError(f"cannot read --code {args.code!r:.80}: {e.strerror}") from None
+        d = inductor_scaled_mm(_as_dtype(a, "a", args.dtype), np.ascontiguousarray(_as_dtype(b, "b", args.dtype).T),
+                               _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b"), code=code)
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
@@ -335,7 +349,7 @@ def add_golden_parser(sub) -> None:
 
     g.add_argument("library", choices=list(cli_names()))
     g.add_argument("a", help="A (M, K) as .npy (values, or raw codes with --dtype)")
-    g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm (torch's b.T)")
+    g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm and inductor (torch's b.T)")
     g.add_argument("--dtype", required=True, choices=list(_GOLDEN_DT), help="the inputs' format")
     g.add_argument("--out-dtype", default="f32", choices=["f32", "bf16", "f16"])
     g.add_argument("-o", "--output", required=True, help="D as raw bits (.npy)")
@@ -345,6 +359,8 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--block-n", type=int, default=None, help="triton: BLOCK_N")
     g.add_argument("--num-warps", type=int, default=None, help="triton: num_warps")
     g.add_argument("--num-stages", type=int, default=None, help="triton: num_stages (default: Triton's)")
+    g.add_argument("--code", default=None, metavar="PY",
+                   help="inductor: the generated source (torch._inductor.utils.run_and_get_code), b given as (N, K)")
     g.add_argument("--pattern", default="dot_acc", choices=["dot_acc", "add"],
                    help="triton: acc = tl.dot(a, b, acc) (dot_acc, default) or acc += tl.dot(a, b) (add)")
     g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],

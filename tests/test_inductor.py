@@ -1,0 +1,104 @@
+"""refmodel.golden.inductor: torch.compile max-autotune FP8 _scaled_mm templates, from the generated source,
+against the H200 recordings (fixtures/inductor)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refmodel.errors import InputError
+from refmodel.golden.inductor import parse_template, scaled_mm
+from refmodel.verify.fixtures import load_arrays, load_manifest
+from refmodel.verify.replay_golden import replay_inductor_calls
+from refmodel.verify.seeded_mma import matrix_codes, typed_matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    d = ROOT / "fixtures" / "inductor"
+    e = next(e for e in load_manifest(d)["entries"] if e["kind"] == "inductor_calls")
+    arrays = load_arrays(d, e)
+    codes, off = [], 0
+    for c in e["meta"]["calls"]:
+        codes.append(arrays["code"][off:off + c["code_bytes"]].tobytes().decode())
+        off += c["code_bytes"]
+    return e, arrays, codes
+
+
+def test_the_recorded_calls_replay_with_no_mismatch(recorded):
+    e, arrays, _ = recorded
+    r = replay_inductor_calls(e["meta"], arrays)
+    assert r.mismatches == 0 and r.cases == e["cases"] == 147456
+
+
+def test_the_template_is_read_from_the_source(recorded):
+    e, _, codes = recorded
+    for c, code in zip(e["meta"]["calls"], codes):
+        t = parse_template(code)
+        assert {"BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_K": t.block_k, "num_warps": t.num_warps,
+                "num_stages": t.num_stages, "pattern": t.pattern} == c["template"]
+        assert t.pattern == "add" and not t.use_fast_accum and t.out == "bf16"
+        assert t.block_m < 64                            # the autotuner's small tiles: the f16 mma.sync path
+
+
+def _inputs(e, c, j):
+    M, K, N = c["shape"]
+    fams = e["meta"]["families"]
+    ac, bc = matrix_codes("e4m3", "e4m3", fams[j], e["meta"]["seed"], len(fams) * c["index"] + j, (M, K, N))
+    sa = np.asarray(c["scale_a"], np.float32).reshape(M, 1)
+    sb = np.asarray(c["scale_b"], np.float32).reshape(1, N)
+    return typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb
+
+
+def test_the_old_wgmma_assumption_would_be_wrong(recorded):
+    from refmodel.golden import triton_matmul
+    from refmodel.numerics.gemm import _convert
+
+    e, arrays, codes = recorded
+    c, code = e["meta"]["calls"][0], codes[0]
+    a, b, sa, sb = _inputs(e, c, 0)
+    got = scaled_mm(a, b, sa, sb, code=code)
+    pad = np.zeros((64, a.shape[1]), a.dtype)
+    pad[:a.shape[0]] = a
+    wg = triton_matmul(pad, b, block_k=64, block_m=64, block_n=64, num_warps=4, pattern="add")[:a.shape[0]]
+    with np.errstate(all="ignore"):
+        as_wgmma = _convert(np.float32(wg * (sa * sb)), np.dtype(got.dtype))
+    assert np.mean(as_wgmma.view(np.uint16) != got.view(np.uint16)) > 0.02      # 4% of the bf16 outputs
+    assert np.array_equal(got[:16, :16].view(np.uint16), recorded[1]["corner0"][0])   # the H200's
+
+
+def test_unrecorded_templates_are_refused(recorded):
+    e, _, codes = recorded
+    a, b, sa, sb = _inputs(e, e["meta"]["calls"][0], 0)
+    with pytest.raises(InputError, match="was not recorded"):
+        scaled_mm(a, b, sa, sb, code=codes[0].replace("tmp3 = acc * tmp2", "tmp3 = tmp2 * acc + 1.0"))
+    with pytest.raises(InputError, match="generated source"):
+        parse_template("def f(): pass")
+    with pytest.raises(InputError, match="extern kernel"):
+        parse_template("@triton.jit\ndef k(): pass")
+
+
+def test_wgref_golden_inductor(recorded, tmp_path):
+    e, arrays, codes = recorded
+    c = e["meta"]["calls"][0]
+    a, b, sa, sb = _inputs(e, c, 0)
+    np.save(tmp_path / "a.npy", a.view(np.uint8))
+    np.save(tmp_path / "b.npy", np.ascontiguousarray(b.view(np.uint8).T))
+    np.save(tmp_path / "sa.npy", sa)
+    np.save(tmp_path / "sb.npy", sb)
+    (tmp_path / "gen.py").write_text(codes[0])
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "inductor", "a.npy", "b.npy", "--dtype", "e4m3",
+                        "--out-dtype", "bf16", "--code", "gen.py", "--scale-a", "sa.npy", "--scale-b", "sb.npy",
+                        "-o", "d.npy"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = np.load(tmp_path / "d.npy")
+    assert np.array_equal(d[:16, :16].view(np.uint16), arrays["corner0"][0])
+    r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "inductor", "a.npy", "b.npy", "--dtype", "e4m3",
+                        "-o", "d.npy"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and "needs --code" in r.stderr
