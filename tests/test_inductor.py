@@ -102,3 +102,13 @@ def test_wgref_golden_inductor(recorded, tmp_path):
     r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "inductor", "a.npy", "b.npy", "--dtype", "e4m3",
                         "-o", "d.npy"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 2 and "needs --code" in r.stderr
+
+
+def test_the_doc_page_states_the_fixture(recorded):
+    text = (ROOT / "docs" / "inductor.md").read_text()
+    e, _, codes = recorded
+    assert f"{e['cases']:,} outputs, 0 mismatches" in text
+    for c in e["meta"]["calls"]:
+        t = c["template"]
+        assert (f"BLOCK_M {t['BLOCK_M']}, BLOCK_N {t['BLOCK_N']}, BLOCK_K {t['BLOCK_K']}, {t['num_warps']} warps, "
+                f"{t['num_stages']} stages") in " ".join(text.split())
