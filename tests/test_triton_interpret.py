@@ -32,10 +32,13 @@ def test_the_interpreter_gives_the_recorded_bits_of_every_configuration_and_fami
                        timeout=900, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "268 interpreted runs of the recorded kernel, 268 bit-identical to the H200, 0 differ" in r.stdout
+    # Inductor's generated template source (fixtures/inductor keeps it), run without torch
+    assert "4 interpreted Inductor template calls, 4 bit-identical to the H200, 0 differ" in r.stdout
     import json
 
     doc = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())   # what docs/triton.md says
     assert doc["patched"] == {"runs": 268, "differ": 0, "families": ["narrow", "cancel", "wide", "special"]}
+    assert doc["inductor"] == {"runs": 4, "differ": 0}
 
 
 def test_tritons_own_interpreter_does_not():

@@ -97,13 +97,21 @@ contracts it to an FMA: write `tl.fma`), FP8 casts in the kernel body, float min
 lowering kernel) in the patched interpreter on every configuration and family of the fixtures above and
 compares each whole output with the H200's: {_replay_summary()}. `python -m wgref.triton replay --plain`
 (Triton's own interpreter, run on numpy arguments) gets {_replay_summary(plain=True)}.
+
+Inductor's templates run the same way, without torch: `wgref.triton.interpret_scaled_mm(code, a, b_nk,
+scale_a, scale_b)` takes the Triton kernel out of the source `torch._inductor.utils.run_and_get_code` returned
+(`template_kernel`) and interprets it; on the recorded `torch.compile(mode="max-autotune")` FP8 calls
+(`docs/inductor.md`) the same command gives {_replay_summary(inductor=True)}.
 """
 
 
-def _replay_summary(plain: bool = False) -> str:
+def _replay_summary(plain: bool = False, inductor: bool = False) -> str:
     """The counts ``python -m wgref.triton replay`` printed, as stored in docs/data/triton_interpret.json
     (tests/test_triton_interpret.py checks them against a fresh run)."""
     d = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())
+    if inductor:
+        r = d["inductor"]
+        return f"{r['runs']} runs (2 calls x 2 families), {r['runs'] - r['differ']} bit-identical, {r['differ']} differ"
     r = d["plain" if plain else "patched"]
     if plain:
         return f"{r['differ']} of {r['runs']} runs ({', '.join(r['families'])} family) differ"

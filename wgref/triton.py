@@ -322,19 +322,19 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
         out = _convert(np.asarray(x, np.float32), np.dtype(np.float16 if t == tl.float16 else ml_dtypes.bfloat16))
         return np.ascontiguousarray(out).view(np.uint16) if t == tl.bfloat16 else out
 
-    orig_cvt = I._implicit_cvt
+    orig_patch_tensor = I._patch_lang_tensor
 
-    def implicit_cvt(arg):
-        # NumPy >= 2.5 refuses int() of a 1-element 1-d array, which Triton 3.6's interpreter does for
-        # `range(0, K, BK)` over an int argument: hand it 0-d arrays for int scalars
-        out = orig_cvt(arg)
-        if isinstance(arg, int) and not isinstance(arg, bool) and getattr(out.handle.data, "shape", None) == (1,):
-            out.handle.data = out.handle.data.reshape(())
-        return out
+    def patch_lang_tensor(tensor, scope):
+        # NumPy >= 2.5 refuses int() and bool() of a 1-element 1-d array, which Triton 3.6's interpreter does
+        # for every scalar (`range(0, K, BK)`, `if M * N == 0`): read the one element instead
+        orig_patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+        scope.set_attr(tensor, "__bool__", lambda self: bool(np.asarray(self.handle.data).reshape(-1)[0])
+                       if self.handle.data.size == 1 else True)
 
     orig_cast = B.cast_impl
-    saved[(I, "_implicit_cvt")] = orig_cvt        # a module function: restored by setattr like the methods
-    I._implicit_cvt = implicit_cvt
+    saved[(I, "_patch_lang_tensor")] = orig_patch_tensor    # a module function: restored like the methods
+    I._patch_lang_tensor = patch_lang_tensor
     patch(G, "__call__", call)
     if not numerics:
         try:
@@ -433,6 +433,86 @@ def replay_fixtures(families=None, root=None, log=print, numerics: bool = True) 
     return runs, bad
 
 
+def template_kernel(code: str):
+    """The Triton kernel of an Inductor template, from the source ``run_and_get_code`` returned, as a kernel of
+    this (interpreting) process: the ``@triton.jit`` function's text, without Inductor's decorator and runtime
+    imports (the template uses ``tl`` only), written to a private module and imported."""
+    import importlib.util
+    import re
+    import tempfile
+    from pathlib import Path
+
+    if not isinstance(code, str) or "@triton.jit" not in code:
+        raise InputError("code must be Inductor's generated source, with its Triton template")
+    i = code.index("@triton.jit")
+    j = code.find("\'\'\'", i)
+    src = code[i:j if j > 0 else None]
+    name = re.search(r"def (\w+)\(", src)
+    if not name:
+        raise InputError("no kernel function after @triton.jit in the source")
+    d = Path(tempfile.mkdtemp(prefix="wgref_inductor_"))
+    path = d / f"{name.group(1)}.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n" + src)
+    spec = importlib.util.spec_from_file_location(name.group(1), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name.group(1))
+
+
+def interpret_scaled_mm(code: str, a: np.ndarray, b_nk: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray):
+    """Run Inductor's ``_scaled_mm`` template (from its generated source) in the patched interpreter: ``a``
+    (M, K) and ``b_nk`` (N, K) e4m3, row-wise ``scale_a`` (M, 1) and ``scale_b`` (1, N) float32; returns the
+    bf16 output.  Needs TRITON_INTERPRET=1 set before Triton was imported."""
+    import ml_dtypes
+
+    from refmodel.golden.inductor import parse_template
+
+    t = parse_template(code)
+    kernel = template_kernel(code)
+    M, N = a.shape[0], b_nk.shape[0]
+    out = np.zeros((M, N), ml_dtypes.bfloat16)
+    grid = (-(-M // t.block_m) * -(-N // t.block_n), 1, 1)
+    with interpret():
+        kernel[grid](np.ascontiguousarray(a), np.ascontiguousarray(b_nk), np.ascontiguousarray(scale_a, np.float32),
+                     np.ascontiguousarray(scale_b, np.float32), out, num_warps=t.num_warps, num_stages=t.num_stages)
+    return out
+
+
+def replay_inductor(root=None, log=print) -> tuple[int, int]:
+    """:func:`interpret_scaled_mm` on every recorded call of fixtures/inductor, against the H200's digests."""
+    import hashlib
+    from pathlib import Path
+
+    from refmodel.verify.fixtures import default_root, load_arrays, load_manifest
+    from refmodel.verify.seeded_mma import matrix_codes, typed_matrix
+
+    d = Path(root or default_root()) / "inductor"
+    runs = bad = 0
+    for e in load_manifest(d)["entries"]:
+        if e["kind"] != "inductor_calls":
+            continue
+        meta, arrays = e["meta"], load_arrays(d, e)
+        fams, off = meta["families"], 0
+        for i, c in enumerate(meta["calls"]):
+            code = arrays["code"][off:off + c["code_bytes"]].tobytes().decode()
+            off += c["code_bytes"]
+            M, K, N = c["shape"]
+            for j, fam in enumerate(fams):
+                ac, bc = matrix_codes("e4m3", "e4m3", fam, meta["seed"], len(fams) * c["index"] + j, (M, K, N))
+                a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
+                out = interpret_scaled_mm(code, a, np.ascontiguousarray(b.T),
+                                          np.asarray(c["scale_a"], np.float32).reshape(M, 1),
+                                          np.asarray(c["scale_b"], np.float32).reshape(1, N))
+                ok = hashlib.sha256(np.ascontiguousarray(out.view(np.uint16), "<u2").tobytes()).digest() == \
+                    arrays["hw_sha256"][i, j].tobytes()
+                runs += 1
+                bad += not ok
+                if not ok:
+                    log(f"{c['name']} {fam}: the interpreter's output differs from the H200's")
+    log(f"{runs} interpreted Inductor template calls, {runs - bad} bit-identical to the H200, {bad} differ")
+    return runs, bad
+
+
 def _main(argv=None) -> int:
     import argparse
 
@@ -445,6 +525,9 @@ def _main(argv=None) -> int:
     a = ap.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"          # before triton is imported
     runs, bad = replay_fixtures(a.family, numerics=not a.plain)
+    if not a.plain and not a.family:
+        r2, b2 = replay_inductor()
+        bad += b2
     return 1 if bad else 0
 
 
