@@ -907,3 +907,45 @@ def test_browser_dot_view_shows_what_explain_dot_computes(browser, capsys):
     assert info["bit"] == str(c_term.bit(ex.e_max - ex.F - 1)) and info["region"].startswith("cut")
     assert info["kept"] == f"{c_term.kept} x 2^{ex.e_max - ex.F}" and info["exponent"] == str(c_term.exp)
     assert _hover(drv, r, c) == info
+
+
+def test_mma_sync_tables_agree_with_the_fragment_lookup(data):
+    from refmodel.layouts.mma_fragment import holder
+    from refmodel.mma_sync_forms import parse_mma_sync
+
+    view = data["mmasync"]
+    assert len(view["forms"]) == 16 and {parse_mma_sync(f).family for f in view["forms"]} == \
+        {"f16", "f16q", "bf16", "tf32", "fp8", "f64", "int8", "int4", "b1"}
+    for form in view["forms"]:
+        for op in "abcd":
+            t = view["tables"][form][op]
+            for r in range(t["rows"]):
+                for c in range(t["cols"]):
+                    h = holder(form, op, r, c)
+                    i = r * t["cols"] + c
+                    assert (t["lane"][i], t["reg"][i], t["slot"][i]) == (h["lane"], h["register"], h["slot"]), (form, op)
+
+
+def test_browser_mma_sync_view(browser):
+    from refmodel.layouts.mma_fragment import holder
+
+    drv = browser
+    form = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+    _open(drv, f"#layout=mmasync&form={form}&operand=a")
+    info = _hover(drv, 9, 21)
+    assert (info["lane"], info["register"], info["slot"][:1]) == ("5", "r3", "1")
+    _select(drv, "operand", "d")
+    h = holder(form, "d", 10, 5)
+    info = _hover(drv, 10, 5)
+    assert (info["lane"], info["register"]) == (str(h["lane"]), f"r{h['register']}")
+    legend, cells, kind, _, _ = drv.execute_script(
+        """const o = {}; for (const e of document.querySelectorAll('#legend [data-k]'))
+               o[e.dataset.k] = getComputedStyle(e).backgroundColor;
+           const cells = Array.from(document.querySelectorAll('#grid td'), (td) => [+td.dataset.r, +td.dataset.c,
+               getComputedStyle(td).backgroundColor]);
+           const L = document.getElementById('legend');
+           return [o, cells, L.dataset.kind, 0, 0];""")
+    assert kind == "lane" and len(cells) == 16 * 8
+    for r, c, colour in cells:
+        assert colour == legend[f"l{holder(form, 'd', r, c)['lane']}"]
+    assert "layout=mmasync" in drv.find_element("id", "permalink").get_attribute("href")

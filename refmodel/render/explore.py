@@ -70,6 +70,19 @@ LAYOUTS = (
     ("sparse", "sparse metadata (sp-meta)", ("dtype", "sel")),
     ("epilogue", "epilogue: cvt + stmatrix.x4", ("swizzle", "dtype", "n")),
     ("dot", "FP8 dot product, explained (explain-dot)", ("example",)),
+    ("mmasync", "mma.sync fragments (one warp)", ("form", "operand")),
+)
+
+#: the mma.sync forms the explorer draws: one of each register layout (family, shape, accumulator width)
+MMA_SYNC_VIEW = (
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+    "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e5m2.f32", "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32", "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32",
+    "mma.sync.aligned.m8n8k32.row.col.s32.u4.u4.s32", "mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32.xor.popc",
+    "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64",
+    "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", "mma.sync.aligned.m8n8k4.col.row.f16.f16.f16.f16",
 )
 
 #: (id, what it shows, explain_dot keyword arguments) of the worked FP8 examples the dot view offers
@@ -135,6 +148,34 @@ def _afrag_tables() -> dict:
         rows, cols = a_fragment_layout(d)
         k = int(cols.max()) + 1
         out[d] = {"k": k, "per": int(rows.shape[-1]), "bits": 8 * element_bytes(d), **_grid_of(rows, cols, k)}
+    return out
+
+
+def _mma_sync_tables() -> dict:
+    """For each form of :data:`MMA_SYNC_VIEW` and operand: the lane, register and slot of every element (the
+    quad-pair form: quad pair 0, i.e. lanes 0..3 and 16..19)."""
+    from ..layouts.mma_fragment import fragment_layout, matrix_shape
+    from ..mma_sync_forms import TYPE_BITS, operand_types, parse_mma_sync
+
+    out = {}
+    for instr in MMA_SYNC_VIEW:
+        f = parse_mma_sync(instr)
+        ops = {}
+        for op in "abcd":
+            p, r, c = fragment_layout(f, op)
+            rows, cols = matrix_shape(f, op)[-2:]
+            bits = TYPE_BITS[operand_types(f)[op]]
+            per = 1 if bits >= 32 else 32 // bits
+            lane = np.full((rows, cols), -1, np.int64)
+            reg, slot = lane.copy(), lane.copy()
+            L, V = np.meshgrid(np.arange(32), np.arange(p.shape[1]), indexing="ij")
+            sel = p == 0
+            lane[r[sel], c[sel]], reg[r[sel], c[sel]], slot[r[sel], c[sel]] = L[sel], V[sel] // per, V[sel] % per
+            if (lane < 0).any():
+                raise AssertionError(f"{instr} {op}: a cell without a holder")
+            ops[op] = {"rows": rows, "cols": cols, "per": per, "bits": bits, "type": operand_types(f)[op],
+                       "lane": _ints(lane), "reg": _ints(reg), "slot": _ints(slot)}
+        out[instr] = {"name": f.name, "quad_pair": f.quad_pair, **ops}
     return out
 
 
@@ -447,6 +488,7 @@ def explore_data() -> dict:
         "modes": _modes(), "smem": _smem_tables(),
         "desc": {"fields": _desc_fields(), "default": f"{0x4000004000010040:#018x}"},
         "sparse": _sparse_tables(), "epilogue": _epilogue_tables(), "dot": _dot_tables(),
+        "mmasync": {"forms": list(MMA_SYNC_VIEW), "tables": _mma_sync_tables()},
     }
 
 

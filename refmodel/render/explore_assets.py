@@ -25,6 +25,8 @@ BODY = r"""
   <label data-opt="sel">sp-sel <select id="sel"></select></label>
   <label data-opt="num">matrices <select id="num"><option value="1">.x1</option><option value="2">.x2</option><option value="4">.x4</option></select></label>
   <label data-opt="example">example <select id="example"></select></label>
+  <label data-opt="form">form <select id="form"></select></label>
+  <label data-opt="operand">operand <select id="operand"><option value="a">A (M x K)</option><option value="b">B (K x N)</option><option value="c">C (M x N)</option><option value="d">D (M x N)</option></select></label>
   <label data-opt="trans">trans <select id="trans"><option value="0">no .trans</option><option value="1">.trans</option></select></label>
   <label>zoom <select id="zoom"><option value="0">auto</option><option value="8">8 px</option><option value="12">12 px</option><option value="18">18 px</option><option value="26">26 px</option><option value="40">40 px</option><option value="56">56 px</option><option value="ov">overview: 8 columns a cell</option></select></label>
   <button id="clear" type="button">clear selection</button>
@@ -141,9 +143,10 @@ const D = JSON.parse(document.getElementById("wgref-data").textContent);
 const $ = (id) => document.getElementById(id);
 const NS8 = range(8, D.n_max + 1, 8);
 const DEFAULT_DTYPE = {acc: "f32", afrag: "f16", swizzle: "f16", smem: "f16", desc: "f16", sparse: "f16", epilogue: "bf16"};
-const GROUP = {acc: "thread", afrag: "thread", sparse: "thread", epilogue: "thread", ldmatrix: "lane", stmatrix: "lane",
+const GROUP = {acc: "thread", afrag: "thread", sparse: "thread", epilogue: "thread", ldmatrix: "lane", stmatrix: "lane", mmasync: "lane",
                swizzle: "atom", smem: "line", desc: "line", dot: "term row"};
 const st = {layout: "acc", dtype: "f32", n: 64, swizzle: "128B", major: "K", sel: 0, num: 4, trans: 0, zoom: 0,
+            form: D.mmasync.forms[0], operand: "a",
             pick: null, desc: D.desc.default, example: D.dot.examples[0].id};
 let cur = null, tds = [], cursor = 0, hovTd = null;
 
@@ -392,6 +395,30 @@ function matrixModel() {
             " gives the address of row L%8 of matrix L/8; every lane holds one register per matrix (two 16-bit halves).",
             "The matrices are drawn as the epilogue's tile (0 top-left, 1 bottom-left, 2 top-right, 3 bottom-right)."],
     source: D.sources.matrix,
+  };
+}
+function mmasyncModel() {
+  const T = D.mmasync.tables[st.form], a = T[st.operand], per = a.per, w = a.bits;
+  const idx = (r, c) => r * a.cols + c;
+  const names = {a: "A", b: "B", c: "C", d: "D"}, what = names[st.operand];
+  return {
+    rows: a.rows, cols: a.cols, rowBands: 8, colBands: Math.min(a.cols, 8),
+    title: T.name + ": " + what + " (" + a.rows + " x " + a.cols + " " + a.type + "), which lane holds each element" +
+           (T.quad_pair ? " (quad pair 0: lanes 0-3 and 16-19)" : ""),
+    legend: "lane",
+    cell(r, c) { const l = a.lane[idx(r, c)]; return {label: l, key: "l" + l, group: l}; },
+    say(r, c) { const i = idx(r, c); return "lane " + a.lane[i] + ", register r" + a.reg[i] + (per > 1 ? ", slot " + a.slot[i] : ""); },
+    info(r, c) {
+      const i = idx(r, c), l = a.lane[i], s = a.slot[i];
+      const out = [["element", what + "[" + r + ", " + c + "]"], ["lane", l],
+                   ["group g / thread-in-group t", (l >> 2) + " / " + (l & 3)], ["register", "r" + a.reg[i]]];
+      if (per > 1) out.push(["slot", s + " (bits " + (w * s + w - 1) + ":" + (w * s) + ")"]);
+      return out;
+    },
+    notes: ["A warp's mma.sync: 32 lanes; registers are 32-bit (64-bit for f64), elements fill them from the low bits.",
+            "The same map as wgref layout mma-sync --form " + st.form + " --operand " + st.operand +
+            " (refmodel.layouts.mma_fragment); the H200 fixtures (fixtures/mma_sync) hold it."],
+    source: "PTX ISA, Matrix Fragments for mma.m16n8k*/m8n8k*; CuTe mma_traits_sm70/80/89/90",
   };
 }
 function swizzleModel() {
@@ -655,7 +682,8 @@ function errorModel(msg) {
   return {rows: 0, cols: 0, title: msg, error: true, legend: "", cell() { return null; }, info() { return []; }, notes: [msg], source: ""};
 }
 const MODELS = {acc: accModel, afrag: afragModel, ldmatrix: matrixModel, stmatrix: matrixModel, swizzle: swizzleModel,
-                smem: smemModel, desc: descModel, sparse: sparseModel, epilogue: epilogueModel, dot: dotModel};
+                smem: smemModel, desc: descModel, sparse: sparseModel, epilogue: epilogueModel, dot: dotModel,
+                mmasync: mmasyncModel};
 
 // ---------------------------------------------------------------- controls
 function fill(sel, values, labels) {
@@ -683,6 +711,9 @@ function syncControls() {
   $("layout").value = st.layout; $("dtype").value = st.dtype; $("n").value = String(st.n); $("swizzle").value = st.swizzle;
   $("major").value = st.major; $("sel").value = String(st.sel); $("num").value = String(st.num); $("trans").value = String(st.trans);
   $("example").value = st.example;
+  if (!D.mmasync.forms.includes(st.form)) st.form = D.mmasync.forms[0];
+  if (!["a", "b", "c", "d"].includes(st.operand)) st.operand = "a";
+  $("form").value = st.form; $("operand").value = st.operand;
   $("descbox").hidden = st.layout !== "desc";
   $("dotbox").hidden = st.layout !== "dot";
   if ($("desc-input").value !== st.desc) $("desc-input").value = st.desc;
@@ -856,7 +887,7 @@ function onKey(e) {
 }
 
 // ---------------------------------------------------------------- URL fragment
-const KEYS = ["dtype", "n", "swizzle", "major", "sel", "num", "trans", "example"];
+const KEYS = ["dtype", "n", "swizzle", "major", "sel", "num", "trans", "example", "form", "operand"];
 function writeHash() {
   const L = layoutInfo(st.layout), q = ["layout=" + st.layout];
   for (const k of KEYS) if (L.opts.includes(k)) q.push(k + "=" + encodeURIComponent(st[k]));
@@ -880,6 +911,8 @@ function readHash() {
   st.trans = st.trans ? 1 : 0;
   if (q.has("desc")) st.desc = q.get("desc");
   if (q.has("example")) st.example = q.get("example");
+  if (q.has("form")) st.form = q.get("form");
+  if (q.has("operand")) st.operand = q.get("operand");
   const p = q.get(GROUP[st.layout].replace(/ /g, "_"));
   st.pick = p !== null && /^\d+$/.test(p) ? +p : null;
 }
@@ -890,6 +923,7 @@ function init() {
   fill($("layout"), D.layouts.map((l) => l.id), D.layouts.map((l) => l.label));
   fill($("swizzle"), D.modes.map((m) => m.name));
   fill($("example"), D.dot.examples.map((x) => x.id), D.dot.examples.map((x) => x.label));
+  fill($("form"), D.mmasync.forms, D.mmasync.forms.map((f) => D.mmasync.tables[f].name));
   $("layout").addEventListener("change", (e) => setLayout(e.target.value));
   for (const k of KEYS) {
     $(k).addEventListener("change", (e) => {
