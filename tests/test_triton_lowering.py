@@ -170,3 +170,15 @@ def test_the_gpu_runs_small_and_large_tiles_like_the_model():
         torch.cuda.synchronize()
         want = triton_matmul(a, b, block_k=64, block_m=bm, block_n=bn, num_warps=w, pattern=pattern)
         assert np.array_equal(c.cpu().numpy().view(np.uint32), bits_of(want)), cfg
+
+
+def test_per_slice_sums_need_a_recorded_block_k():
+    x = np.zeros((64, 256), np.float32)
+    assert triton_matmul(x, np.zeros((256, 8), np.float32), block_k=256, block_m=64, block_n=64,
+                         num_warps=4).shape == (64, 8)       # one chain: BLOCK_K free
+    with pytest.raises(InputError, match="block_k=256 was not recorded with a per-slice sum"):
+        triton_matmul(x, np.zeros((256, 8), np.float32), block_k=256, block_m=64, block_n=64, num_warps=4,
+                      input_precision="tf32x3")
+    a = np.zeros((64, 256), E4)
+    with pytest.raises(InputError, match="per-slice sum"):
+        triton_matmul(a, np.zeros((256, 8), E4), block_k=256, block_m=32, block_n=64, num_warps=4, pattern="add")

@@ -29,8 +29,9 @@ FP8 call needs its tile and warps; the others do not.
 
 Established for BLOCK_M and BLOCK_N in {16, 32, 64, 128, 256}, BLOCK_K in {16, 32, 64, 128, 256} (FP8: 32 and
 up, as Triton allows), num_warps in {1, 2, 4, 8} and num_stages in {1, ..., 6} or the default: the path does not
-depend on num_stages (1 to 5 surveyed; 6 in a recorded Inductor template) or BLOCK_K (surveyed), and the sums
-depend on BLOCK_K only through the per-slice rules above.  Anything else is refused, not guessed.
+depend on num_stages (1 to 5 surveyed; 6 in a recorded Inductor template) or BLOCK_K (surveyed); the sums that
+restart per BLOCK_K slice (tf32x3, FP8 with max_num_imprecise_acc, FP8 ``acc += tl.dot``) were recorded with
+BLOCK_K 32, 64 and 128 only, and other BLOCK_K are refused for them.  Anything else is refused, not guessed.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ BLOCK_M = (16, 32, 64, 128, 256)
 BLOCK_N = (16, 32, 64, 128, 256)
 BLOCK_K = (16, 32, 64, 128, 256)     # FP8: 32 and up (Triton refuses a 16-wide FP8 dot)
 NUM_WARPS = (1, 2, 4, 8)
+RECORDED_BLOCK_K = (32, 64, 128)   # where a sum that restarts per BLOCK_K slice was recorded
 NUM_STAGES = (None, 1, 2, 3, 4, 5, 6)   # None: Triton's default; 6 from the Inductor recordings
 PATTERNS = ("dot_acc", "add")
 
@@ -132,6 +134,12 @@ def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_
     fp8 = ta in FP8
     imp0 = (m == 0) or not fp8                   # Triton's default is 0 for every non-FP8 dot
     slice_add = pattern == "add" and not imp0
+    per_slice = (ta == "f32" and input_precision == "tf32x3") or slice_add or \
+        (fp8 and m is not None and 0 < m < 2 ** 30)
+    if per_slice and bk not in RECORDED_BLOCK_K:
+        raise InputError(f"block_k={bk} was not recorded with a per-slice sum (tf32x3, max_num_imprecise_acc, "
+                         f"acc += tl.dot on FP8): those sums are established for block_k in "
+                         f"{{{', '.join(map(str, RECORDED_BLOCK_K))}}}")
     v3 = w % 4 == 0 and bm % 64 == 0 and not (fp8 and m == 0)
     if v3:
         wg = w // 4
