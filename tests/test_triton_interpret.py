@@ -79,9 +79,10 @@ def test_numpy_arguments_and_the_launch_configuration():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
-def test_what_is_not_modelled_is_refused_in_one_sentence():
+def test_elementwise_ops_follow_tritons_ptx_and_the_rest_is_refused():
     r = _python("""
-        import numpy as np, triton, triton.language as tl, wgref.triton as WT
+        import warnings
+        import numpy as np, triton, triton.language as tl, refmodel, wgref.triton as WT
         from refmodel.numerics.promotion import fma_f32_array
 
         @triton.jit
@@ -90,31 +91,60 @@ def test_what_is_not_modelled_is_refused_in_one_sentence():
             tl.store(y_ptr + r, tl.exp(tl.load(x_ptr + r)))
 
         @triton.jit
-        def mul_add_kernel(x_ptr, y_ptr, N: tl.constexpr):
+        def ops_kernel(x_ptr, y_ptr, N: tl.constexpr):
             r = tl.arange(0, N)
             x = tl.load(x_ptr + r)
             tl.store(y_ptr + r, x * x + x)
+            tl.store(y_ptr + N + r, x - x * x)
+            tl.store(y_ptr + 2 * N + r, x / (x - 0.5))
+            tl.store(y_ptr + 3 * N + r, tl.sqrt(x))
 
         @triton.jit
-        def fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
+        def log_kernel(x_ptr, y_ptr, N: tl.constexpr):
             r = tl.arange(0, N)
-            x = tl.load(x_ptr + r)
-            tl.store(y_ptr + r, tl.fma(x, x, x))
+            tl.store(y_ptr + r, tl.log(tl.load(x_ptr + r)))
 
-        x = np.linspace(-2, 2, 16).astype(np.float32)
-        y = np.zeros(16, np.float32)
-        with WT.interpret():
-            for k, what in ((exp_kernel, "tl.exp"), (mul_add_kernel, "contracts to an FMA")):
-                try:
-                    k[(1,)](x, y, N=16)
-                    raise SystemExit("not refused: " + what)
-                except Exception as e:
-                    assert what in str(e) and "not modelled" in str(e), str(e)
-            fma_kernel[(1,)](x, y, N=16)
-        assert np.array_equal(y.view(np.uint32), fma_f32_array(x, x, x).view(np.uint32))
+        x = np.concatenate([np.linspace(-90, 90, 60), [0.0, -0.0, np.inf, -np.inf]]).astype(np.float32)
+        y = np.zeros(64, np.float32)
+        with WT.interpret(), warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            exp_kernel[(1,)](x, y, N=64)
+            log2e = np.array([0x3FB8AA3B], np.uint32).view(np.float32)[0]
+            want = refmodel.sfu("ex2.approx.f32", (x * log2e).astype(np.float32))
+            assert np.array_equal(y.view(np.uint32), np.asarray(want, np.float32).view(np.uint32))
+            assert any(issubclass(i.category, WT.NotRecordedWarning) and "tl.exp" in str(i.message) for i in w)
+            y4 = np.zeros(256, np.float32)
+            ops_kernel[(1,)](x, y4, N=64)
+            assert np.array_equal(y4[:64].view(np.uint32), fma_f32_array(x, x, x).view(np.uint32))
+            assert np.array_equal(y4[64:128].view(np.uint32), fma_f32_array(-x, x, x).view(np.uint32))
+            with np.errstate(all="ignore"):
+                d = refmodel.sfu("div.full.f32", x, (x - np.float32(0.5)).astype(np.float32))
+            assert np.array_equal(y4[128:192].view(np.uint32), np.asarray(d, np.float32).view(np.uint32))
+            assert np.array_equal(y4[192:].view(np.uint32),
+                                  np.asarray(refmodel.sfu("sqrt.approx.ftz.f32", x), np.float32).view(np.uint32))
+            try:
+                log_kernel[(1,)](x, y, N=64)
+                raise SystemExit("tl.log not refused")
+            except Exception as e:
+                assert "tl.log" in str(e) and "not modelled" in str(e), str(e)
         print("ok")
     """)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout[-1000:] + r.stderr[-3000:]
+
+
+def test_the_elementwise_table_is_what_triton_compiles():
+    """wgref.triton.ELEMENTWISE_PTX against Triton 3.6's own PTX for sm_90 (compiled here, no GPU)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", "import json; from wgref.triton import ELEMENTWISE_PTX, elementwise_ptx; "
+                        "print(json.dumps({e: elementwise_ptx(e) for e in ELEMENTWISE_PTX}))"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    from wgref.triton import ELEMENTWISE_PTX
+
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {e: sorted(v) for e, v in ELEMENTWISE_PTX.items()} == got
 
 
 def test_interpret_needs_the_environment_variable_before_triton_is_imported():

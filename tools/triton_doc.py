@@ -89,9 +89,12 @@ with wgref.triton.interpret():
 (or the `wgref_triton` pytest fixture). Every `tl.dot` is `refmodel.golden.triton_lowering.tl_dot` — the
 path above for the dot's block shapes and the launch's `num_warps` — and `acc += tl.dot(a, b)` is folded where
 Triton folds it; f32 `+ - *` and `tl.fma` are the GPU's (one rounding, NaN 0x7FFFFFFF); `.to()` among f32,
-f16 and bf16 is `cvt.rn`. What it cannot run bit-exactly is refused in one sentence: `tl.exp`, `/`, `sqrt` and
-the other transcendental ops (their Triton lowering was not recorded), a float multiply feeding an add (Triton
-contracts it to an FMA: write `tl.fma`), FP8 casts in the kernel body, float min/max.
+f16 and bf16 is `cvt.rn`. `tl.exp` (`mul.f32` by log2(e), then `ex2.approx.f32`), `tl.exp2`, `/` (`div.full.f32`),
+`tl.sqrt`, `tl.rsqrt` run as Triton 3.6's PTX says (`wgref.triton.ELEMENTWISE_PTX`, checked by compiling on the
+CPU) through `refmodel.sfu`, and a float32 multiply feeding an add is the `fma.rn.f32` Triton contracts it to;
+these warn once (`NotRecordedWarning`): no kernel using them was recorded on the H200 yet. What it cannot run
+bit-exactly is refused in one sentence: `tl.log`, `log2`, `sin`, `cos`, `erf` (libdevice sequences), float
+min/max, f16 multiply-adds, FP8 casts in the kernel body.
 
 `python -m wgref.triton replay` runs the very kernel source recorded on the GPU (`gpu.libraries.triton`'s
 lowering kernel) in the patched interpreter on every configuration and family of the fixtures above and

@@ -14,9 +14,15 @@ FP8 and bf16 casts truncate or round half up, and its f32 arithmetic keeps NaN p
 * ``.to()`` between f32, f16 and bf16 is ``cvt.rn`` (an f16 NaN widened to f32 is 0x7FFFFFFF, as the H200's
   ``cvt.f32.f16`` writes it);
 
+* ``tl.exp``, ``tl.exp2``, ``/``, ``tl.sqrt``, ``tl.rsqrt`` (and ``div_rn``, ``sqrt_rn``) are what Triton 3.6's
+  PTX for sm_90 says (:data:`ELEMENTWISE_PTX`: ``mul.f32`` by log2(e) then ``ex2.approx.f32``, ``div.full.f32``,
+  ``sqrt.approx.ftz.f32`` ...) through :func:`refmodel.sfu`'s bit-exact instruction models, and a float32
+  multiply feeding an add is the ``fma.rn.f32`` Triton's compiler contracts it to; these warn once
+  (:class:`NotRecordedWarning`): no kernel using them was recorded on the H200 yet;
+
 and everything it cannot model exactly is refused with one sentence naming it (:class:`NotModelled`):
-transcendental and division ops (their Triton lowering was not recorded), a float multiply whose product feeds
-an add (Triton's compiler contracts it to an FMA), FP8 casts in the kernel body, f64 and integer dots.
+``tl.log``/``log2``/``sin``/``cos``/``erf`` (libdevice sequences), float min/max and ``%``, f16 multiply-adds,
+FP8 casts in the kernel body, f64 and integer dots.
 
 Kernels must be defined with ``TRITON_INTERPRET=1`` set (before ``@triton.jit`` runs).  Arguments may be
 numpy arrays (ml_dtypes for bf16 and FP8; no torch needed) or CPU torch tensors::
@@ -266,10 +272,10 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
 
     def float_binary(np_op, name):
         def op(self, lhs, rhs):
-            for x, other in ((lhs, rhs), (rhs, lhs)):
-                if isinstance(x, PendingMul) and x._data is None and name in ("add", "sub"):
-                    raise NotModelled("a float multiply feeding an add or subtract (which Triton's compiler "
-                                      "contracts to an FMA) is not modelled; write tl.fma explicitly")
+            if name in ("add", "sub"):
+                fused = _contract(lhs, rhs, name)
+                if fused is not None:
+                    return fused
             if name == "add":
                 for x, other in ((rhs, lhs), (lhs, rhs)):
                     if isinstance(x, PendingDot) and x.foldable():
@@ -278,7 +284,7 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
             t = lhs.dtype.scalar
             if t not in (tl.float32, tl.float16):
                 raise NotModelled(f"{name} on {t} is not modelled (float32 and float16 are)")
-            if name == "mul" and t == tl.float32:
+            if name == "mul":
                 return PendingMul(lhs, rhs, t)
             with np.errstate(all="ignore"):
                 if t == tl.float16:    # exact in float64, then one rounding (numpy's float16 ops round twice)
@@ -286,6 +292,47 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
                 else:
                     out = np_op(lhs.data, rhs.data)
             return TensorHandle(_canon(out.astype(lhs.data.dtype)), t)
+        return op
+
+    def _contract(lhs, rhs, name):
+        """x * y + z (or - z, or z - x * y) with the product unused before: Triton's compiler contracts it to
+        fma.rn (seen in its PTX); float32 only."""
+        from refmodel.numerics.promotion import fma_f32_array
+
+        for m, other, sign_m, sign_o in ((lhs, rhs, 1, 1 if name == "add" else -1), (rhs, lhs, 1 if name == "add" else -1, 1)):
+            if isinstance(m, PendingMul) and m._data is None:
+                if m.dtype != tl.float32:
+                    raise NotModelled(f"a {m.dtype} multiply feeding an add (contracted to an FMA by Triton's "
+                                      f"compiler) is not modelled (float32 is)")
+                x, y = m._xy
+                xs = x.data if sign_m == 1 else -x.data
+                zs = other.data if sign_o == 1 else -other.data
+                _note("a float32 multiply feeding an add", "fma.rn.f32 (the contraction in Triton 3.6's PTX)")
+                return TensorHandle(fma_f32_array(xs, y.data, zs), tl.float32)
+        return None
+
+    def sfu_op(what, forms, pre=None):
+        def op(self, *args):
+            import refmodel
+
+            t = args[0].dtype.scalar
+            if t != tl.float32:
+                raise NotModelled(f"{what} on {t} is not modelled (float32 is)")
+            xs = [np.ascontiguousarray(a.data, np.float32) for a in args]
+            if pre is not None:
+                xs[0] = pre(xs[0])
+            _note(what, " then ".join(forms))
+            r = refmodel.sfu(forms[-1], *xs)
+            return TensorHandle(np.asarray(r, np.float32), tl.float32)
+        return op
+
+    def rn_op(what, fn):
+        def op(self, *args):
+            t = args[0].dtype.scalar
+            if t != tl.float32:
+                raise NotModelled(f"{what} on {t} is not modelled (float32 is)")
+            with np.errstate(all="ignore"):
+                return TensorHandle(_canon(fn(*(a.data for a in args)).astype(np.float32)), tl.float32)
         return op
 
     def create_fma(self, x, y, z):
@@ -353,11 +400,19 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
     patch(B, "create_fma", create_fma)
     patch(B, "cast_impl", cast)
     patch(B, "create_fp_to_fp", fp_to_fp)
-    for name, what in (("create_fdiv", "float '/' (div.full.f32)"), ("create_precise_divf", "tl.math.div_rn"),
-                       ("create_frem", "float %"), ("create_exp", "tl.exp"), ("create_exp2", "tl.exp2"),
-                       ("create_log", "tl.log"), ("create_log2", "tl.log2"), ("create_sqrt", "tl.sqrt"),
-                       ("create_precise_sqrt", "tl.sqrt_rn"), ("create_rsqrt", "tl.rsqrt"), ("create_sin", "tl.sin"),
-                       ("create_cos", "tl.cos"), ("create_erf", "tl.erf"),
+    log2e = np.float32(np.array([0x3FB8AA3B], np.uint32).view(np.float32)[0])
+    # Triton 3.6's PTX on sm_90 (ELEMENTWISE_PTX; tests/test_triton_interpret.py compiles and checks it)
+    patch(B, "create_exp", sfu_op("tl.exp", ("mul.f32 by log2(e)", "ex2.approx.f32"),
+                                  pre=lambda x: (x * log2e).astype(np.float32)))
+    patch(B, "create_exp2", sfu_op("tl.exp2", ("ex2.approx.ftz.f32",)))
+    patch(B, "create_fdiv", sfu_op("float '/'", ("div.full.f32",)))
+    patch(B, "create_sqrt", sfu_op("tl.sqrt", ("sqrt.approx.ftz.f32",)))
+    patch(B, "create_rsqrt", sfu_op("tl.rsqrt", ("rsqrt.approx.ftz.f32",)))
+    patch(B, "create_precise_divf", rn_op("tl.math.div_rn", np.divide))
+    patch(B, "create_precise_sqrt", rn_op("tl.sqrt_rn", np.sqrt))
+    for name, what in (("create_frem", "float %"),
+                       ("create_log", "tl.log (a libdevice sequence)"), ("create_log2", "tl.log2 (a libdevice sequence)"),
+                       ("create_sin", "tl.sin"), ("create_cos", "tl.cos"), ("create_erf", "tl.erf"),
                        ("create_minnumf", "float minimum/maximum"), ("create_maxnumf", "float minimum/maximum"),
                        ("create_minimumf", "float minimum/maximum"), ("create_maximumf", "float minimum/maximum")):
         patch(B, name, _refuse(what))
@@ -380,6 +435,58 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
 
 
 _MISSING = object()
+
+#: how Triton 3.6 lowers float32 elementwise ops on sm_90 (read from its PTX; the interpreter runs these)
+ELEMENTWISE_PTX = {
+    "tl.exp(x)": ("mul.f32", "ex2.approx.f32"), "tl.exp2(x)": ("ex2.approx.ftz.f32",), "x / z": ("div.full.f32",),
+    "tl.sqrt(x)": ("sqrt.approx.ftz.f32",), "tl.rsqrt(x)": ("rsqrt.approx.ftz.f32",),
+    "tl.math.div_rn(x, z)": ("div.rn.f32",), "tl.sqrt_rn(x)": ("sqrt.rn.f32",), "x * z + x": ("fma.rn.f32",),
+    "x * z - x": ("fma.rn.f32",), "x - x * z": ("fma.rn.f32",),
+}
+
+
+class NotRecordedWarning(UserWarning):
+    """An op the interpreter runs from Triton's PTX and refmodel's instruction models, whose use in a Triton kernel
+    was not itself recorded on the H200."""
+
+
+_NOTED: set = set()
+
+
+def _note(what: str, how: str) -> None:
+    import warnings
+
+    if what not in _NOTED:
+        _NOTED.add(what)
+        warnings.warn(NotRecordedWarning(f"{what} runs as {how} (Triton 3.6's PTX on sm_90, refmodel's bit-exact "
+                                         f"instruction models); no Triton kernel using it was recorded on the H200"),
+                      stacklevel=3)
+
+
+def elementwise_ptx(expr: str) -> list[str]:
+    """The float arithmetic opcodes of Triton 3.6's PTX for sm_90 of a kernel storing ``expr`` over float32 ``x``
+    and ``z`` (compiled on this machine: no GPU needed)."""
+    import importlib.util
+    import re
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    d = Path(tempfile.mkdtemp(prefix="wgref_ptx_"))
+    (d / "k.py").write_text("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+                            "def k(x_ptr, z_ptr, y_ptr, N: tl.constexpr):\n    r = tl.arange(0, N)\n"
+                            "    x = tl.load(x_ptr + r)\n    z = tl.load(z_ptr + r)\n"
+                            f"    tl.store(y_ptr + r, {expr})\n")
+    spec = importlib.util.spec_from_file_location("wgref_ptx_k", d / "k.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = triton.compiler.ASTSource(fn=mod.k, signature={"x_ptr": "*fp32", "z_ptr": "*fp32", "y_ptr": "*fp32",
+                                                         "N": "constexpr"}, constexprs={"N": 128})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    ops = set(re.findall(r"\b((?:ex2|lg2|sqrt|rsqrt|div|rcp|mul|add|fma|sub)\.[\w.]*f32)\b", ptx))
+    return sorted(ops)
 
 
 def replay_fixtures(families=None, root=None, log=print, numerics: bool = True) -> tuple[int, int]:
