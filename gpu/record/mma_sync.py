@@ -1,13 +1,14 @@
 """Record every sm_90a ``mma.sync`` form on the H200 (fixtures/mma_sync/forms.npz).
 
-    python -m gpu.record.mma_sync --out fixtures [--raw DIR] [--sass FILE]
+    python -m gpu.record.mma_sync --out fixtures [--raw DIR] [--sass FILE.json]
+    python -m gpu.record.mma_sync --sass docs/data/mma_sync_sass.json --sass-only
 
 Per form ``i`` and seed ``s`` of :data:`SEEDS`: batch ``i`` of ``TILES`` warps' inputs from
 :mod:`refmodel.verify.seeded_mma` (families round robin over the problems), run once per warp by
 :mod:`gpu.kernels.mma_sync`; the fixture keeps the sha256 of the hardware's D codes per family, and the
 raw D codes of the first :data:`RAW_PROBLEMS` problems of the first seed.  CI rebuilds the inputs in
 numpy, runs refmodel and compares.  ``--raw`` also writes every D code (for fitting models offline);
-``--sass`` writes each form's SASS (cuobjdump) to one text file.
+``--sass`` writes each form's SASS arithmetic (nvcc -arch=sm_90a, cuobjdump) as JSON.
 """
 
 from __future__ import annotations
