@@ -58,7 +58,12 @@ def _one(i: int) -> dict:
     cfg.max_autotune_gemm_backends = "TRITON"
     name, scaling, fast, M, K, N = CALLS[i]
     sa, sb = scales(name, scaling, M, N)
-    tsa, tsb = torch.from_numpy(np.ascontiguousarray(sa)).cuda(), torch.from_numpy(np.ascontiguousarray(sb)).cuda()
+    if scaling == "tensor":     # 0-d float32 tensors (np.ascontiguousarray would make them (1,): the 2026-12-06 run failed)
+        tsa = torch.tensor(float(sa), dtype=torch.float32, device="cuda")
+        tsb = torch.tensor(float(sb), dtype=torch.float32, device="cuda")
+    else:
+        tsa = torch.from_numpy(np.ascontiguousarray(sa)).cuda()
+        tsb = torch.from_numpy(np.ascontiguousarray(sb)).cuda()
 
     def f(a, b):
         return torch._scaled_mm(a, b, tsa, tsb, out_dtype=torch.bfloat16, use_fast_accum=fast)
@@ -93,7 +98,8 @@ def record(out: str, seconds: float) -> int:
         r = subprocess.run([sys.executable, "-m", "gpu.record.inductor", "--one", str(i)], capture_output=True,
                            text=True, timeout=left)
         if r.returncode != 0:
-            print(f"{name}: failed: {r.stderr[-1500:]}", flush=True)
+            print(f"{name}: failed: {r.stderr[-4000:]}", flush=True)
+            (Path(out) / f"{name}_error.txt").write_text(r.stderr[-20000:])
             continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
         print(f"{name}: ok in {time.time() - t0:.0f} s", flush=True)
