@@ -86,11 +86,13 @@ def _one(i: int) -> dict:
             "code": code, "d_hex": outs, "torch": torch.__version__, "device": torch.cuda.get_device_name()}
 
 
-def record(out: str, seconds: float) -> int:
+def record(out: str, seconds: float, only=None) -> int:
     Path(out).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     rows = []
     for i, (name, *_rest) in enumerate(CALLS):
+        if only and name not in only:
+            continue
         left = seconds - (time.time() - t0)
         if left < 20:
             print(f"{name}: skipped (time)", flush=True)
@@ -112,11 +114,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--seconds", type=float, default=400)
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--only", default=None, help="these call names only (comma-separated)")
     a = ap.parse_args(argv)
     if a.one is not None:
         print(json.dumps(_one(a.one)))
         return 0
-    return record(a.out, a.seconds)
+    return record(a.out, a.seconds, set(a.only.split(",")) if a.only else None)
 
 
 if __name__ == "__main__":
