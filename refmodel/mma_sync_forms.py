@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FormError, InputError
+from .validate import opcode
 
 N = 8
 PREFIX = "mma.sync.aligned."
@@ -168,15 +169,7 @@ def parse_mma_sync(instr: str) -> MmaSyncForm:
     >>> parse_mma_sync("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32").family
     'fp8'
     """
-    example = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-    if not isinstance(instr, str):
-        shown = repr(instr)
-        raise FormError(f"instr must be a string such as {example!r}, got "
-                        f"{shown if len(shown) <= 80 else shown[:77] + '...'}")
-    op = instr.strip().split()[0] if instr.strip() else ""
-    if len(op) > MAX_OPCODE:
-        raise FormError(f"instr must be an opcode of at most {MAX_OPCODE} characters, got one of {len(op)} "
-                        f"({op[:40]!r}...)")
+    op = opcode(instr, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", MAX_OPCODE)
     if op in _BY_INSTR:
         return _BY_INSTR[op]
     if op.startswith("mma.sp") or ".sp." in op:

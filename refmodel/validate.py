@@ -214,6 +214,23 @@ def check_instr(name: str, v: Any, example: str) -> str:
     return v
 
 
+def opcode(instr: Any, example: str, max_chars: int) -> str:
+    """The opcode of an instruction string (operands after a space are ignored), refused in one sentence
+    (:class:`~refmodel.errors.FormError`) when it is not a string or longer than ``max_chars``: the prelude of
+    every form parser (wgmma, sparse wgmma, mma.sync)."""
+    from .errors import FormError
+
+    if not isinstance(instr, str):
+        shown = repr(instr)
+        raise FormError(f"instr must be a string such as {example!r}, got "
+                        f"{shown if len(shown) <= 80 else shown[:77] + '...'}")
+    op = instr.strip().split()[0] if instr.strip() else ""
+    if len(op) > max_chars:
+        raise FormError(f"instr must be an opcode of at most {max_chars} characters, got one of {len(op)} "
+                        f"({op[:40]!r}...)")
+    return op
+
+
 def check_registers(name: str, x: Any, shape: tuple | None = None) -> np.ndarray:
     """32-bit register images as uint32: an integer array whose values fit 32 bits (0..2**32-1;
     int32 arrays are taken as the same 32 bits), never wrapped modulo 2**32 or read from floats."""

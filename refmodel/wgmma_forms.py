@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import FormError
+from .validate import opcode
 
 M = 64
 _N_STEP8 = tuple(range(8, 257, 8))
@@ -124,14 +125,7 @@ def parse_wgmma(instr: str) -> WgmmaForm:
     >>> parse_wgmma("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2").k
     32
     """
-    if not isinstance(instr, str):
-        shown = repr(instr)
-        raise FormError(f"instr must be a string such as "
-                        f"'wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3', got {shown if len(shown) <= 80 else shown[:77] + '...'}")
-    op = instr.strip().split()[0] if instr.strip() else ""
-    if len(op) > MAX_OPCODE:
-        raise FormError(f"instr must be an opcode of at most {MAX_OPCODE} characters, got one of {len(op)} "
-                        f"({op[:40]!r}...)")
+    op = opcode(instr, "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", MAX_OPCODE)
     if op in _BY_INSTR:
         return _BY_INSTR[op]
     if ".sp." in op or op.startswith("wgmma.mma_async.sp"):

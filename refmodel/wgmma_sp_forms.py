@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import FormError
+from .validate import opcode
 from .wgmma_forms import M, WGMMA_FORMS, WgmmaForm, parse_wgmma
 
 
@@ -92,14 +93,7 @@ MAX_OPCODE = 120   # longer than any sm_90a wgmma opcode: refused before parsing
 
 def parse_wgmma_sp(instr: str) -> WgmmaSpForm:
     """Validate a sparse wgmma opcode; errors name the rule (via the dense table)."""
-    if not isinstance(instr, str):
-        shown = repr(instr)
-        raise FormError(f"instr must be a string such as "
-                        f"'wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16', got {shown if len(shown) <= 80 else shown[:77] + '...'}")
-    op = instr.strip().split()[0] if instr.strip() else ""
-    if len(op) > MAX_OPCODE:
-        raise FormError(f"instr must be an opcode of at most {MAX_OPCODE} characters, got one of {len(op)} "
-                        f"({op[:40]!r}...)")
+    op = opcode(instr, "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", MAX_OPCODE)
     if op in _BY_INSTR:
         return _BY_INSTR[op]
     m = _RE.match(op)

@@ -46,7 +46,6 @@ import numpy as np
 from refmodel.errors import InputError
 
 _LAUNCH: contextvars.ContextVar = contextvars.ContextVar("wgref_triton_launch", default=None)
-_NAN32 = np.uint32(0x7FFFFFFF)
 _NAN16 = np.uint16(0x7FFF)
 
 
@@ -142,11 +141,12 @@ def _precision(p) -> str:
 
 
 def _canon(x: np.ndarray) -> np.ndarray:
+    """The GPU's NaN (0x7FFFFFFF, 0x7FFF) for every NaN of a float32 or float16 array."""
+    from refmodel.numerics.promotion import canonical_nan_f32
+
     x = np.ascontiguousarray(x)
     if x.dtype == np.float32:
-        u = x.view(np.uint32).copy()
-        u[np.isnan(x)] = _NAN32
-        return u.view(np.float32)
+        return canonical_nan_f32(x)
     if x.dtype == np.float16:
         u = x.view(np.uint16).copy()
         u[np.isnan(x)] = _NAN16
@@ -254,6 +254,13 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
     def patch(owner, name, value):
         saved[(owner, name)] = owner.__dict__.get(name, _MISSING)
         setattr(owner, name, value)
+
+    def restore():
+        for (owner, name), value in saved.items():
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
 
     orig_call = G.__call__
 
@@ -387,11 +394,7 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
         try:
             yield
         finally:
-            for (owner, name), value in saved.items():
-                if value is _MISSING:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, value)
+            restore()
         return
     patch(B, "create_dot", create_dot)
     patch(B, "create_fadd", float_binary(np.add, "add"))
@@ -425,11 +428,7 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
     try:
         yield
     finally:
-        for (owner, name), value in saved.items():
-            if value is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
+        restore()
         with contextlib.suppress(Exception):
             object.__setattr__(opts, "max_num_imprecise_acc_default", saved_imp)
 

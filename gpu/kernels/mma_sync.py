@@ -16,7 +16,7 @@ import numpy as np
 from refmodel.layouts.mma_fragment import matrix_shape, pack, unpack
 from refmodel.mma_sync_forms import TYPE_BITS, MmaSyncForm, parse_mma_sync
 
-from gpu.kernels.runtime import compile_module, nvrtc_cubin, require_device
+from gpu.kernels.runtime import compile_module, require_device
 
 WARPS_PER_BLOCK = 4
 
@@ -76,13 +76,6 @@ def _module(instr: str):
     return compile_module(kernel_source(parse_mma_sync(instr)))
 
 
-def cubin(instr: str) -> bytes:
-    """The sm_90a cubin of ``instr``'s kernel (for SASS inspection)."""
-    from gpu.kernels.runtime import PRELUDE
-
-    return nvrtc_cubin(PRELUDE + kernel_source(parse_mma_sync(instr)))
-
-
 def run_registers(instr: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray) -> np.ndarray:
     """D register words (T, 32, d_regs) of T warps' instructions from their A, B, C register words."""
     cp = require_device()
@@ -113,4 +106,4 @@ def tile_shape(instr: str, operand: str) -> tuple[int, ...]:
     return matrix_shape(parse_mma_sync(instr), operand)
 
 
-__all__ = ["kernel_source", "run_mma_sync", "run_registers", "cubin", "tile_shape", "TYPE_BITS"]
+__all__ = ["kernel_source", "run_mma_sync", "run_registers", "tile_shape", "TYPE_BITS"]

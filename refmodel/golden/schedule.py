@@ -551,21 +551,25 @@ def _sliced_groups(a, b, instr: str, kinstr: int, slice_k: int, group: int) -> n
     return acc
 
 
+def tf32x3_slice(a, b, acc, instr: str) -> np.ndarray:
+    """One BLOCK_K slice of Triton's tf32x3 dot added into ``acc``: big = cvt.rna.tf32(x), small = x - big;
+    P = small_a·big_b, P += big_a·small_b, NaNs of P to +0, Q = big_a·big_b chained on P; add.f32(acc, Q)."""
+    big_a, big_b = rna_tf32(a), rna_tf32(b)
+    with np.errstate(all="ignore"):
+        small_a, small_b = canonical_nan_f32(a - big_a), canonical_nan_f32(b - big_b)
+        p = gemm(small_a, big_b, instr=instr)
+        p = gemm(big_a, small_b, p, instr=instr)
+        p = np.where(np.isnan(p), np.float32(0), p)      # Triton's replaceNansWithZeros
+        return add_f32(acc, gemm(big_a, big_b, p, instr=instr))
+
+
 def _tf32x3(a, b, instr: str, slice_k: int) -> np.ndarray:
     M, K = a.shape
     if K % slice_k:
         raise InputError(f"K = {K} must be a multiple of the slice K = {slice_k}")
-    big_a, big_b = rna_tf32(a), rna_tf32(b)
-    with np.errstate(all="ignore"):
-        small_a, small_b = canonical_nan_f32(a - big_a), canonical_nan_f32(b - big_b)
     acc = np.zeros((M, b.shape[1]), np.float32)
     for k0 in range(0, K, slice_k):
-        ks = slice(k0, k0 + slice_k)
-        p = gemm(small_a[:, ks], big_b[ks], instr=instr)
-        p = gemm(big_a[:, ks], small_b[ks], p, instr=instr)
-        p = np.where(np.isnan(p), np.float32(0), p)      # Triton's replaceNansWithZeros
-        q = gemm(big_a[:, ks], big_b[ks], p, instr=instr)
-        acc = add_f32(acc, q)
+        acc = tf32x3_slice(a[:, k0:k0 + slice_k], b[k0:k0 + slice_k], acc, instr)
     return acc
 
 

@@ -173,8 +173,8 @@ def tl_dot(a, b, c, *, num_warps: int, num_stages: Optional[int] = None, input_p
     ``max_num_imprecise_acc=None`` is Triton's sm_90 default (2**30 for FP8).  What the Triton interpreter of
     :mod:`wgref.triton` runs for every ``tl.dot``."""
     from ..numerics.gemm import gemm
-    from ..numerics.promotion import add_f32, canonical_nan_f32, fma_f32_array
-    from .schedule import mma_sync_fp8_k_order, rna_tf32
+    from ..numerics.promotion import add_f32, fma_f32_array
+    from .schedule import mma_sync_fp8_k_order, tf32x3_slice
 
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     if a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
@@ -217,13 +217,7 @@ def tl_dot(a, b, c, *, num_warps: int, num_stages: Optional[int] = None, input_p
                 for k0 in range(0, bk, group):        # the last group of the slice may be shorter
                     d = add_f32(d, gemm(A[:, k0:k0 + group], B[k0:k0 + group], instr=instr))
         elif ta == "f32" and input_precision == "tf32x3":
-            instr = "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32"
-            big_a, big_b = rna_tf32(A), rna_tf32(B)
-            small_a, small_b = canonical_nan_f32(A - big_a), canonical_nan_f32(B - big_b)
-            p = gemm(small_a, big_b, instr=instr)
-            p = gemm(big_a, small_b, p, instr=instr)
-            p = np.where(np.isnan(p), np.float32(0), p)
-            d = add_f32(C, gemm(big_a, big_b, p, instr=instr))
+            d = tf32x3_slice(A, B, C, "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32")
         else:
             k = 8 if ta == "f32" else 16
             types = "tf32.tf32" if ta == "f32" else f"{ta}.{tb}"

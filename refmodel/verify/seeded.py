@@ -56,7 +56,14 @@ def generate_operand_formula(k: int, fams: np.ndarray, rows: int, cols: int, kdi
     tested against).  (T, rows, cols) uint32 element bits of one operand.  ``kdim``: 1 for A (columns are K), 0 for
     B (rows are K), -1 for C.  In the cancel family A[r, k^1] = A[r, k] and B[k^1, j] = -B[k, j]
     (k odd; one in 16 off by one ulp), so pairs of products cancel."""
-    ebits, mbits, width, ik = FORMATS[fmt]
+    return formula_codes(k, fams, rows, cols, kdim, *FORMATS[fmt])
+
+
+def formula_codes(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, ebits: int, mbits: int, width: int,
+                  ik: int) -> np.ndarray:
+    """:func:`generate_operand_formula` for a format given as (exponent bits, mantissa bits, width, integer kind).
+    Width 64 (f64, refmodel.verify.seeded_mma) returns uint64 codes whose mantissa comes from a third hash
+    (all 52 bits vary) and whose "bits" family takes all 64 bits of the hash; narrower formats are unchanged."""
     T = fams.size
     t = np.arange(T, dtype=np.uint64)[:, None, None]
     r = np.arange(rows, dtype=np.int64)[None, :, None]
@@ -67,7 +74,8 @@ def generate_operand_formula(k: int, fams: np.ndarray, rows: int, cols: int, kdi
     inner = (t << _U(24)) ^ ((hr & 0xFFF).astype(np.uint64) << _U(12)) ^ (hc & 0xFFF).astype(np.uint64)
     h = mix(_U(k) ^ mix(inner))
     h2 = mix(h ^ _U(0xA5A5A5A5))
-    wmask = np.uint64(0xFFFFFFFF if width >= 32 else (1 << width) - 1)
+    wide64 = width == 64
+    wmask = np.uint64(0xFFFFFFFFFFFFFFFF if wide64 else 0xFFFFFFFF if width >= 32 else (1 << width) - 1)
     shape = np.broadcast_shapes(h.shape, f.shape)
     f = np.broadcast_to(f, shape)
     if ik:
@@ -83,7 +91,7 @@ def generate_operand_formula(k: int, fams: np.ndarray, rows: int, cols: int, kdi
     mmask = _U((1 << mbits) - 1)
     bias = (1 << (ebits - 1)) - 1
     sign = (h >> _U(63)) & _U(1)
-    man = ((h >> _U(8)) & _U(0xFFFFFFFF)) & mmask
+    man = (mix(h ^ _U(0x5A5A5A5A5A5A)) if wide64 else (h >> _U(8)) & _U(0xFFFFFFFF)) & mmask
     narrow = _U(bias - 2) + (h >> _U(40)) % _U(5)
     e = np.where(f == _WIDE, _U(1) + (h >> _U(40)) % (emax - _U(1)), narrow)
     e = np.where((f == _SUBNORMAL) & ((h2 & _U(1)) != 0), _U(0), e)
@@ -100,8 +108,8 @@ def generate_operand_formula(k: int, fams: np.ndarray, rows: int, cols: int, kdi
         odd = (f == _CANCEL) & ((r & 1) == 1)
         x = np.where(odd, x ^ sbit, x)
         x = np.where(odd & ((h2 & _U(15)) == 0), x ^ _U(1), x)
-    x = np.where(f == _BITS, (h >> _U(16)) & _U(0xFFFFFFFF), x)
-    return (x & wmask).astype(np.uint32)
+    x = np.where(f == _BITS, h if wide64 else (h >> _U(16)) & _U(0xFFFFFFFF), x)
+    return (x & wmask).astype(np.uint64 if wide64 else np.uint32)
 
 
 @numba.njit(cache=True)

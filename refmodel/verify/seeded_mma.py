@@ -13,57 +13,18 @@ import numpy as np
 
 from .._parallel import parallel_ranges
 from ..mma_sync_forms import MmaSyncForm, from_codes, parse_mma_sync
-from .seeded import (_BITS, _CANCEL, _SPECIAL, _SUBNORMAL, _WIDE, _ZERO, FORMATS, _generate_tiles,
-                     key, mix, tile_families)
+from .seeded import FORMATS, _generate_tiles, formula_codes, key, tile_families
 
 #: seeded's formats plus the narrow integers of mma.sync (4-bit and 1-bit, unsigned codes)
 MMA_FORMATS = {**FORMATS, "s4": (0, 0, 4, 1), "u4": (0, 0, 4, 2), "b1": (0, 0, 1, 2)}
 
-_U = np.uint64
 
 
 def f64_operand(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int) -> np.ndarray:
     """(P, rows, cols) uint64 codes of an f64 operand: the float families of
     :func:`refmodel.verify.seeded.generate_operand_formula` with 11 exponent and 52 mantissa bits (the
     mantissa from a third hash, so all 52 bits vary; "bits" takes all 64 bits of the hash)."""
-    ebits, mbits = 11, 52
-    T = fams.size
-    t = np.arange(T, dtype=np.uint64)[:, None, None]
-    r = np.arange(rows, dtype=np.int64)[None, :, None]
-    c = np.arange(cols, dtype=np.int64)[None, None, :]
-    f = fams.astype(np.int64)[:, None, None]
-    hr = np.where((f == _CANCEL) & (kdim == 0), r & ~1, r)
-    hc = np.where((f == _CANCEL) & (kdim == 1), c & ~1, c)
-    inner = (t << _U(24)) ^ ((hr & 0xFFF).astype(np.uint64) << _U(12)) ^ (hc & 0xFFF).astype(np.uint64)
-    h = mix(_U(k) ^ mix(inner))
-    h2 = mix(h ^ _U(0xA5A5A5A5))
-    h3 = mix(h ^ _U(0x5A5A5A5A5A5A))
-    shape = np.broadcast_shapes(h.shape, f.shape)
-    f = np.broadcast_to(f, shape)
-    sbit = _U(1 << 63)
-    emax = _U((1 << ebits) - 1)
-    mmask = _U((1 << mbits) - 1)
-    bias = (1 << (ebits - 1)) - 1
-    sign = (h >> _U(63)) & _U(1)
-    man = h3 & mmask
-    narrow = _U(bias - 2) + (h >> _U(40)) % _U(5)
-    e = np.where(f == _WIDE, _U(1) + (h >> _U(40)) % (emax - _U(1)), narrow)
-    e = np.where((f == _SUBNORMAL) & ((h2 & _U(1)) != 0), _U(0), e)
-    s = sign * sbit
-    x = s | (e << _U(mbits)) | man
-    sp = np.stack([s, s | (emax << _U(mbits)), s | (emax << _U(mbits)) | mmask,
-                   s | (emax << _U(mbits)) | (man | _U(1)), s | ((emax - _U(1)) << _U(mbits)) | mmask,
-                   s | _U(1), s | (man & mmask), s | (emax << _U(mbits)) | (mmask - _U(1))])
-    pick = ((h2 >> _U(3)) & _U(7)).astype(np.int64)
-    special = np.take_along_axis(sp, pick[None], 0)[0]
-    x = np.where((f == _SPECIAL) & ((h2 & _U(7)) == 0), special, x)
-    x = np.where((f == _ZERO) & ((h2 & _U(31)) != 0), s, x)
-    if kdim == 0:
-        odd = (f == _CANCEL) & ((r & 1) == 1)
-        x = np.where(odd, x ^ sbit, x)
-        x = np.where(odd & ((h2 & _U(15)) == 0), x ^ _U(1), x)
-    x = np.where(f == _BITS, h, x)
-    return np.ascontiguousarray(x, dtype=np.uint64)
+    return np.ascontiguousarray(formula_codes(k, fams, rows, cols, kdim, 11, 52, 64, 0), dtype=np.uint64)
 
 
 def operand_codes(k: int, fams: np.ndarray, rows: int, cols: int, kdim: int, fmt: str) -> np.ndarray:
