@@ -1,7 +1,7 @@
 """Record torch.compile(mode="max-autotune") FP8 ``torch._scaled_mm`` calls on the H200: Inductor's generated
 source and the outputs, for refmodel.golden.inductor.
 
-    python -m gpu.record.inductor --out DIR [--seconds S]
+    python -m gpu.record.inductor --out DIR [--seconds S] [--only NAME,...]
 
 Each call (:data:`CALLS`: tensor-wise scales with and without fast accumulation, row-wise scales; small and
 large M) runs in a fresh process (Inductor's autotuner keeps no state across them) with Triton templates only
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-# (name, scaling, use_fast_accum, M, K, N)
+# (name, scaling, use_fast_accum, M, K, N): the FP8 _scaled_mm calls (their seed index is 2 * position)
 CALLS = [
     ("tensor_fast_m32", "tensor", True, 32, 512, 256),
     ("tensor_precise_m32", "tensor", False, 32, 512, 256),
@@ -32,6 +32,45 @@ CALLS = [
 ]
 FAMILIES = ("narrow", "cancel")
 SEED = 20261206
+
+#: mm / addmm / bmm templates (and an activation epilogue, the persistent TMA template, and the same call in
+#: fresh processes): name -> (op, dtype, shape (B, M, K, N), options).  Seed index base 100 + 8 * position.
+TEMPLATE_CALLS = {
+    "mm_bf16_m32": ("mm", "bf16", (1, 32, 512, 256), {}),
+    "mm_f16_m256": ("mm", "f16", (1, 256, 512, 256), {}),
+    "mm_tf32_m64": ("mm", "f32", (1, 64, 512, 256), {"allow_tf32": True}),
+    "addmm_bf16_m64": ("addmm", "bf16", (1, 64, 512, 256), {}),
+    "bmm_bf16_b4": ("bmm", "bf16", (4, 64, 256, 128), {}),
+    "mm_relu_bf16_m64": ("mm_relu", "bf16", (1, 64, 512, 256), {}),
+    "mm_bf16_m256_tma": ("mm", "bf16", (1, 256, 512, 256), {"persistent_tma": True}),
+    "mm_bf16_m128_rep0": ("mm", "bf16", (1, 128, 1024, 256), {}),
+    "mm_bf16_m128_rep1": ("mm", "bf16", (1, 128, 1024, 256), {}),
+    "mm_bf16_m128_rep2": ("mm", "bf16", (1, 128, 1024, 256), {}),
+}
+TEMPLATE_FAMILIES = ("narrow", "cancel", "special", "wide")
+_TORCH = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def template_key_base(name: str) -> int:
+    """The seed index base of a :data:`TEMPLATE_CALLS` call (matrix_codes index = base + 8 * batch + family)."""
+    import re
+
+    return 100 + 64 * list(TEMPLATE_CALLS).index(re.sub(r"_rep\d+$", "_rep0", name))   # repeats: same inputs
+
+
+def template_inputs(name: str, family_index: int) -> dict[str, np.ndarray]:
+    """Codes (uint64) of a template call's operands in family ``family_index`` of TEMPLATE_FAMILIES: ``a``
+    (B, M, K), ``b`` (B, K, N) and, for addmm, ``bias`` (N,)."""
+    from refmodel.verify.seeded_mma import matrix_codes
+
+    op, dt, (B, M, K, N), _ = TEMPLATE_CALLS[name]
+    fam = TEMPLATE_FAMILIES[family_index]
+    base = template_key_base(name) + family_index
+    pairs = [matrix_codes(dt, dt, fam, SEED, base + 8 * i, (M, K, N)) for i in range(B)]
+    out = {"a": np.stack([p[0] for p in pairs]), "b": np.stack([p[1] for p in pairs])}
+    if op == "addmm":
+        out["bias"] = matrix_codes(dt, dt, fam, SEED, base + 8 * B, (1, N, 1))[0][0]
+    return out
 
 
 def scales(name: str, scaling: str, M: int, N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,13 +88,31 @@ def inputs(i: int, j: int, M: int, K: int, N: int, family: str):
     return matrix_codes("e4m3", "e4m3", family, SEED, len(FAMILIES) * i + j, (M, K, N))
 
 
+def _inductor_config(opts: dict) -> dict:
+    """Set Inductor's options for a recording (Triton templates only); returns what was set."""
+    import torch
+    import torch._inductor.config as cfg
+
+    cfg.max_autotune_gemm_backends = "TRITON"
+    done = {"max_autotune_gemm_backends": "TRITON"}
+    torch.backends.cuda.matmul.allow_tf32 = bool(opts.get("allow_tf32", False))
+    done["allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+    if opts.get("persistent_tma"):
+        cfg.triton.enable_persistent_tma_matmul = True
+        done["enable_persistent_tma_matmul"] = True
+    return done
+
+
+def _joined(codes) -> str:
+    return "\n\n# ----- next source -----\n\n".join(codes)
+
+
 def _one(i: int) -> dict:
     """Run CALLS[i] in this process: compile with max-autotune (Triton templates only), run every family."""
     import torch
-    import torch._inductor.config as cfg
     from torch._inductor.utils import run_and_get_code
 
-    cfg.max_autotune_gemm_backends = "TRITON"
+    _inductor_config({})
     name, scaling, fast, M, K, N = CALLS[i]
     sa, sb = scales(name, scaling, M, N)
     if scaling == "tensor":     # 0-d float32 tensors (np.ascontiguousarray would make them (1,): the 2026-12-06 run failed)
@@ -76,7 +133,7 @@ def _one(i: int) -> dict:
         tb = torch.from_numpy(np.ascontiguousarray(b.astype(np.uint8).T)).cuda().view(torch.float8_e4m3fn).t()
         if code is None:
             d, codes = run_and_get_code(comp, ta, tb)
-            code = "\n\n# ----- next source -----\n\n".join(codes)
+            code = _joined(codes)
         else:
             d = comp(ta, tb)
         torch.cuda.synchronize()
@@ -86,27 +143,82 @@ def _one(i: int) -> dict:
             "code": code, "d_hex": outs, "torch": torch.__version__, "device": torch.cuda.get_device_name()}
 
 
+def _to_torch(codes: np.ndarray, dt: str):
+    import torch
+
+    w = {"bf16": np.uint16, "f16": np.uint16, "f32": np.uint32}[dt]
+    t = torch.from_numpy(np.ascontiguousarray(codes.astype(w)).view(np.int16 if w is np.uint16 else np.int32))
+    return t.view(getattr(torch, _TORCH[dt])).cuda()
+
+
+def _one_template(name: str) -> dict:
+    """Run TEMPLATE_CALLS[name] in this process (max-autotune, Triton templates only), every family."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    op, dt, (B, M, K, N), opts = TEMPLATE_CALLS[name]
+    done = _inductor_config(opts)
+    fns = {"mm": lambda a, b: torch.mm(a, b), "mm_relu": lambda a, b: torch.relu(torch.mm(a, b)),
+           "bmm": lambda a, b: torch.bmm(a, b), "addmm": lambda a, b, bias: torch.addmm(bias, a, b)}
+    comp = torch.compile(fns[op], mode="max-autotune", dynamic=False)
+    outs, code = [], None
+    for j in range(len(TEMPLATE_FAMILIES)):
+        ins = template_inputs(name, j)
+        a, b = (ins["a"], ins["b"]) if op == "bmm" else (ins["a"][0], ins["b"][0])
+        args = [_to_torch(a, dt), _to_torch(b, dt)] + ([_to_torch(ins["bias"], dt)] if "bias" in ins else [])
+        if code is None:
+            d, codes = run_and_get_code(comp, *args)
+            code = _joined(codes)
+        else:
+            d = comp(*args)
+        torch.cuda.synchronize()
+        w = d.contiguous().view(torch.int16 if d.element_size() == 2 else torch.int32).cpu().numpy()
+        outs.append(w.astype("<u2" if d.element_size() == 2 else "<u4").tobytes().hex())
+    return {"name": name, "op": op, "dtype": dt, "shape": [B, M, K, N], "options": done,
+            "families": list(TEMPLATE_FAMILIES), "code": code, "d_hex": outs, "torch": torch.__version__,
+            "device": torch.cuda.get_device_name()}
+
+
+def _run_child(args: list[str], timeout: float, env_cache: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=env_cache, TRITON_CACHE_DIR=env_cache + "_triton")
+    return subprocess.run([sys.executable, "-m", "gpu.record.inductor", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
 def record(out: str, seconds: float, only=None) -> int:
+    """Every call in a fresh process with a fresh Inductor and Triton cache (so no autotune pick is reused):
+    CALLS into DIR/inductor_calls.json, TEMPLATE_CALLS into DIR/inductor_templates.json."""
+    import tempfile
+
     Path(out).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    rows = []
-    for i, (name, *_rest) in enumerate(CALLS):
-        if only and name not in only:
-            continue
+    jobs = [("scaled_mm", i, c[0]) for i, c in enumerate(CALLS)] + [("template", n, n) for n in TEMPLATE_CALLS]
+    rows: dict[str, list] = {"scaled_mm": [], "template": []}
+    if only:      # in the order given
+        jobs = [j for n in only for j in jobs if j[2] == n]
+    for kind, i, name in jobs:
         left = seconds - (time.time() - t0)
         if left < 20:
             print(f"{name}: skipped (time)", flush=True)
             continue
-        r = subprocess.run([sys.executable, "-m", "gpu.record.inductor", "--one", str(i)], capture_output=True,
-                           text=True, timeout=left)
-        if r.returncode != 0:
-            print(f"{name}: failed: {r.stderr[-4000:]}", flush=True)
-            (Path(out) / f"{name}_error.txt").write_text(r.stderr[-20000:])
+        try:
+            r = _run_child(["--one" if kind == "scaled_mm" else "--template", str(i)], left,
+                           tempfile.mkdtemp(prefix=f"inductor_{name}_"))
+        except subprocess.TimeoutExpired:
+            print(f"{name}: timed out", flush=True)
             continue
-        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        print(f"{name}: ok in {time.time() - t0:.0f} s", flush=True)
-        (Path(out) / "inductor_calls.json").write_text(json.dumps({"seed": SEED, "calls": rows}, indent=0))
-    return 0 if rows else 1
+        if r.returncode != 0:
+            print(f"{name}: failed: {r.stderr[-3000:]}", flush=True)
+            (Path(out) / f"{name}_error.txt").write_text(r.stderr[-30000:])
+            continue
+        rows[kind].append(json.loads(r.stdout.strip().splitlines()[-1]))
+        print(f"{name}: ok at {time.time() - t0:.0f} s", flush=True)
+        for k, fn in (("scaled_mm", "inductor_calls.json"), ("template", "inductor_templates.json")):
+            if rows[k]:
+                (Path(out) / fn).write_text(json.dumps({"seed": SEED, "calls": rows[k]}, indent=0))
+    return 0 if rows["scaled_mm"] or rows["template"] else 1
 
 
 def main(argv=None) -> int:
@@ -114,12 +226,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--seconds", type=float, default=400)
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--template", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--only", default=None, help="these call names only (comma-separated)")
     a = ap.parse_args(argv)
     if a.one is not None:
         print(json.dumps(_one(a.one)))
         return 0
-    return record(a.out, a.seconds, set(a.only.split(",")) if a.only else None)
+    if a.template is not None:
+        print(json.dumps(_one_template(a.template)))
+        return 0
+    return record(a.out, a.seconds, a.only.split(",") if a.only else None)
 
 
 if __name__ == "__main__":
