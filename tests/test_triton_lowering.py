@@ -182,3 +182,6 @@ def test_per_slice_sums_need_a_recorded_block_k():
     a = np.zeros((64, 256), E4)
     with pytest.raises(InputError, match="per-slice sum"):
         triton_matmul(a, np.zeros((256, 8), E4), block_k=256, block_m=32, block_n=64, num_warps=4, pattern="add")
+    # FP8 acc += tl.dot at BLOCK_K 256 on the wgmma path was recorded (fixtures/inductor, tensor_precise_m256)
+    assert triton_matmul(a, np.zeros((256, 8), E4), block_k=256, block_m=64, block_n=64, num_warps=4,
+                         pattern="add").shape == (64, 8)

@@ -50,7 +50,10 @@ BLOCK_M = (16, 32, 64, 128, 256)
 BLOCK_N = (16, 32, 64, 128, 256)
 BLOCK_K = (16, 32, 64, 128, 256)     # FP8: 32 and up (Triton refuses a 16-wide FP8 dot)
 NUM_WARPS = (1, 2, 4, 8)
-RECORDED_BLOCK_K = (32, 64, 128)   # where a sum that restarts per BLOCK_K slice was recorded
+RECORDED_BLOCK_K = (32, 64, 128)   # where a sum that restarts per BLOCK_K slice was recorded (either path)
+#: FP8 ``acc += tl.dot`` on the wgmma path: BLOCK_K 256 too (fixtures/inductor: the tensor-wise precise
+#: _scaled_mm template Inductor picked for M = 256)
+RECORDED_BLOCK_K_WGMMA = (32, 64, 128, 256)
 NUM_STAGES = (None, 1, 2, 3, 4, 5, 6)   # None: Triton's default; 6 from the Inductor recordings
 PATTERNS = ("dot_acc", "add")
 
@@ -136,11 +139,12 @@ def triton_lowering(dtype_a, dtype_b=None, *, block_m: int, block_n: int, block_
     slice_add = pattern == "add" and not imp0
     per_slice = (ta == "f32" and input_precision == "tf32x3") or slice_add or \
         (fp8 and m is not None and 0 < m < 2 ** 30)
-    if per_slice and bk not in RECORDED_BLOCK_K:
-        raise InputError(f"block_k={bk} was not recorded with a per-slice sum (tf32x3, max_num_imprecise_acc, "
-                         f"acc += tl.dot on FP8): those sums are established for block_k in "
-                         f"{{{', '.join(map(str, RECORDED_BLOCK_K))}}}")
     v3 = w % 4 == 0 and bm % 64 == 0 and not (fp8 and m == 0)
+    recorded = RECORDED_BLOCK_K_WGMMA if (v3 and fp8 and slice_add) else RECORDED_BLOCK_K
+    if per_slice and bk not in recorded:
+        raise InputError(f"block_k={bk} was not recorded with a per-slice sum (tf32x3, max_num_imprecise_acc, "
+                         f"acc += tl.dot on FP8) on this path: those sums are "
+                         f"established for block_k in {{{', '.join(map(str, recorded))}}}")
     if v3:
         wg = w // 4
         wg_m = min(wg, bm // 64)
