@@ -64,17 +64,12 @@ def template_key_base(name: str) -> int:
 
 def template_inputs(name: str, family_index: int) -> dict[str, np.ndarray]:
     """Codes (uint64) of a template call's operands in family ``family_index`` of TEMPLATE_FAMILIES: ``a``
-    (B, M, K), ``b`` (B, K, N) and, for addmm, ``bias`` (N,)."""
-    from refmodel.verify.seeded_mma import matrix_codes
+    (B, M, K), ``b`` (B, K, N) and, for addmm, ``bias`` (N,) (refmodel.verify.seeded_mma.batch_codes)."""
+    from refmodel.verify.seeded_mma import batch_codes
 
-    op, dt, (B, M, K, N), _ = TEMPLATE_CALLS[name]
-    fam = TEMPLATE_FAMILIES[family_index]
-    base = template_key_base(name) + family_index
-    pairs = [matrix_codes(dt, dt, fam, SEED, base + 8 * i, (M, K, N)) for i in range(B)]
-    out = {"a": np.stack([p[0] for p in pairs]), "b": np.stack([p[1] for p in pairs])}
-    if op == "addmm":
-        out["bias"] = matrix_codes(dt, dt, fam, SEED, base + 8 * B, (1, N, 1))[0][0]
-    return out
+    op, dt, shape, _ = TEMPLATE_CALLS[name]
+    return batch_codes(dt, TEMPLATE_FAMILIES[family_index], SEED, template_key_base(name) + family_index, shape,
+                       bias=op == "addmm")
 
 
 def scales(name: str, scaling: str, M: int, N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +147,8 @@ def _one(i: int) -> dict:
         outs.append(d.view(torch.int16).cpu().numpy().astype("<u2").tobytes().hex())
     return {"name": name, "scaling": scaling, "use_fast_accum": fast, "shape": [M, K, N], "families": list(FAMILIES),
             "scale_a": np.asarray(sa).ravel().tolist(), "scale_b": np.asarray(sb).ravel().tolist(),
-            "code": code, "d_hex": outs, "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+            "code": code, "d_hex": outs, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+            "triton": __import__("triton").__version__}
 
 
 def _to_torch(codes: np.ndarray, dt: str):
@@ -188,7 +184,7 @@ def _one_template(name: str) -> dict:
         outs.append(w.astype("<u2" if d.element_size() == 2 else "<u4").tobytes().hex())
     return {"name": name, "op": op, "dtype": dt, "shape": [B, M, K, N], "options": done,
             "families": list(TEMPLATE_FAMILIES), "code": code, "d_hex": outs, "torch": torch.__version__,
-            "device": torch.cuda.get_device_name()}
+            "device": torch.cuda.get_device_name(), "triton": __import__("triton").__version__}
 
 
 def _run_child(args: list[str], timeout: float, env_cache: str) -> subprocess.CompletedProcess:
@@ -197,6 +193,12 @@ def _run_child(args: list[str], timeout: float, env_cache: str) -> subprocess.Co
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=env_cache, TRITON_CACHE_DIR=env_cache + "_triton")
     return subprocess.run([sys.executable, "-m", "gpu.record.inductor", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def record(out: str, seconds: float, only=None) -> int:
@@ -229,8 +231,87 @@ def record(out: str, seconds: float, only=None) -> int:
         print(f"{name}: ok at {time.time() - t0:.0f} s", flush=True)
         for k, fn in (("scaled_mm", "inductor_calls.json"), ("template", "inductor_templates.json")):
             if rows[k]:
-                (Path(out) / fn).write_text(json.dumps({"seed": SEED, "calls": rows[k]}, indent=0))
+                (Path(out) / fn).write_text(json.dumps({"seed": SEED, "calls": rows[k], "date": _now()}, indent=0))
     return 0 if rows["scaled_mm"] or rows["template"] else 1
+
+
+def _template_meta(code: str) -> dict:
+    from refmodel.golden.inductor import parse_template
+
+    t = parse_template(code)
+    return {"BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_K": t.block_k, "num_warps": t.num_warps,
+            "num_stages": t.num_stages, "pattern": t.pattern}
+
+
+def _pack(calls: list[dict], width: int) -> tuple[dict, list[dict]]:
+    """Arrays (code bytes, whole-output sha256 per call and family, a 16 x 16 corner of each) and per-call
+    meta of recorded calls."""
+    import hashlib
+
+    code = b"".join(c["code"].encode() for c in calls)
+    sums = np.zeros((len(calls), len(calls[0]["d_hex"]), 32), np.uint8)
+    arrays = {"code": np.frombuffer(code, np.uint8).copy()}
+    for i, c in enumerate(calls):
+        corners = []
+        for j, h in enumerate(c["d_hex"]):
+            raw = bytes.fromhex(h)
+            sums[i, j] = np.frombuffer(hashlib.sha256(raw).digest(), np.uint8)
+            w = np.frombuffer(raw, f"<u{width(c)}")
+            n = c["shape"][-1]
+            corners.append(w.reshape(-1, n)[:CORNER, :CORNER])
+        arrays[f"corner{i}"] = np.stack(corners)
+    arrays["hw_sha256"] = sums
+    return arrays, [{"code_bytes": len(c["code"].encode()), "template": _template_meta(c["code"])} for c in calls]
+
+
+CORNER = 16
+
+
+def write_fixtures(src: str, root: str, triton_version: str) -> list[str]:
+    """Turn a recording directory (inductor_calls.json, inductor_templates.json) into fixtures/inductor:
+    ``scaled_mm_tensor.npz`` (kind inductor_calls: the tensor-wise calls and their repeats) and
+    ``templates.npz`` (kind inductor_templates).  Row-wise calls are in scaled_mm.npz already."""
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    written = []
+    names = [c[0] for c in CALLS]
+    for fn, kind, file in (("inductor_calls.json", "inductor_calls", "scaled_mm_tensor"),
+                           ("inductor_templates.json", "inductor_templates", "templates")):
+        path = Path(src) / fn
+        if not path.exists():
+            continue
+        rec = json.loads(path.read_text())
+        calls = [c for c in rec["calls"] if kind == "inductor_templates" or c["scaling"] == "tensor"]
+        if not calls:
+            continue
+        dev = {calls[0]["device"]} | {c["device"] for c in calls}
+        if len(dev) != 1:
+            raise SystemExit(f"{fn}: calls from several devices {sorted(dev)}")
+        width = (lambda c: 2) if kind == "inductor_calls" else (lambda c: 4 if c["dtype"] == "f32" else 2)
+        arrays, per = _pack(calls, width)
+        metas = []
+        for c, extra in zip(calls, per):
+            m = {k: v for k, v in c.items() if k not in ("code", "d_hex", "torch", "device", "families", "triton")}
+            if kind == "inductor_calls":
+                m["index"] = same_as(names.index(c["name"]))
+            else:
+                m["key_base"] = template_key_base(c["name"])
+            metas.append({**m, **extra})
+        fams = calls[0]["families"]
+        cases = sum(len(h) // (2 * width(c)) for c in calls for h in c["d_hex"])
+        inputs = ("refmodel.verify.seeded_mma.matrix_codes('e4m3', 'e4m3', family, seed, families * index + family, "
+                  "(M, K, N))" if kind == "inductor_calls" else
+                  "refmodel.verify.seeded_mma.batch_codes(dtype, family, seed, key_base + family, (B, M, K, N), "
+                  "bias=op == 'addmm')")
+        prov = {"device": dev.pop(), "torch": calls[0]["torch"], "triton": triton_version, "recorder": "gpu.record.inductor",
+                "autotune": "torch.compile(mode='max-autotune'), max_autotune_gemm_backends='TRITON', one process "
+                            "and a fresh Inductor/Triton cache per call", "merged_on": host_provenance(),
+                "date": rec.get("date") or host_provenance()["date"]}
+        write_fixture("inductor", file, arrays, kind=kind, cases=cases,
+                      meta={"seed": rec["seed"], "families": fams, "corner": CORNER, "inputs": inputs, "calls": metas},
+                      provenance=prov, root=root)
+        written.append(f"{file}.npz: {len(calls)} calls, {cases} outputs")
+    return written
 
 
 def main(argv=None) -> int:
@@ -240,9 +321,16 @@ def main(argv=None) -> int:
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--template", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--only", default=None, help="these call names only (comma-separated)")
+    ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/inductor from a recording DIR")
+    ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
+    ap.add_argument("--triton-version", default="3.6.0", help="the recording device's Triton (for --fixture)")
     a = ap.parse_args(argv)
     if a.one is not None:
         print(json.dumps(_one(a.one)))
+        return 0
+    if a.fixture is not None:
+        for line in write_fixtures(a.fixture, a.fixtures, a.triton_version):
+            print(line)
         return 0
     if a.template is not None:
         print(json.dumps(_one_template(a.template)))

@@ -291,33 +291,91 @@ def replay_triton_lowering(meta: dict[str, Any], arrays: dict[str, np.ndarray], 
     return total
 
 
+def _inductor_codes(meta: dict[str, Any], arrays: dict[str, np.ndarray], kind: str, corner_shape) -> list[str]:
+    """Each call's generated source, after checking the arrays an Inductor fixture holds against its meta."""
+    calls, fams = list(meta.get("calls") or []), list(meta.get("families") or [])
+    want_keys = {"hw_sha256", "code"} | {f"corner{i}" for i in range(len(calls))}
+    if set(arrays) != want_keys or arrays["hw_sha256"].shape != (len(calls), len(fams), 32) or \
+            arrays["code"].size != sum(int(c["code_bytes"]) for c in calls):
+        raise meta_error(f"an {kind} fixture holds {sorted(want_keys)} for its {len(calls)} calls; got {sorted(arrays)}")
+    out, off = [], 0
+    for c in calls:
+        out.append(arrays["code"][off:off + int(c["code_bytes"])].tobytes().decode())
+        off += int(c["code_bytes"])
+    return out
+
+
+def _compare_call(d: np.ndarray, arrays, i: int, j: int, corner: int, label: str) -> Result:
+    """A whole output ``d`` (little-endian words; batched: the first batch's corner) against call i, family j."""
+    total = Result(0, 0)
+    first = d.reshape(-1, d.shape[-2], d.shape[-1])[0]
+    total.add(_count(first[:corner, :corner], arrays[f"corner{i}"][j], f"{label} corner", {}))
+    size = d.size - corner * corner
+    ok = hashlib.sha256(np.ascontiguousarray(d).tobytes()).digest() == arrays["hw_sha256"][i, j].tobytes()
+    total.add(Result(size, 0 if ok else size, [] if ok else [f"{label}: refmodel's digest differs"]))
+    return total
+
+
 @replayer("inductor_calls")
 def replay_inductor_calls(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
     """torch.compile max-autotune ``_scaled_mm`` calls (fixtures/inductor, gpu.record.inductor): each call's
     generated source (kept in the fixture) through refmodel.golden.inductor.scaled_mm on the rebuilt inputs,
-    against the H200's whole-output digests and a 16 x 16 corner."""
+    against the H200's whole-output digests and a 16 x 16 corner.  Row-wise or tensor-wise scales."""
     from ..golden.inductor import scaled_mm
     from .seeded_mma import matrix_codes, typed_matrix
 
-    calls, fams, corner = list(meta.get("calls") or []), list(meta.get("families") or []), int(meta.get("corner", 0))
-    want_keys = {"hw_sha256", "code"} | {f"corner{i}" for i in range(len(calls))}
-    if set(arrays) != want_keys or arrays["hw_sha256"].shape != (len(calls), len(fams), 32) or \
-            arrays["code"].size != sum(int(c["code_bytes"]) for c in calls):
-        raise meta_error(f"an inductor_calls fixture holds {sorted(want_keys)} for its {len(calls)} calls; "
-                         f"got {sorted(arrays)}")
-    total, off = Result(0, 0), 0
-    for i, c in enumerate(calls):
-        code = arrays["code"][off:off + int(c["code_bytes"])].tobytes().decode()
-        off += int(c["code_bytes"])
+    codes = _inductor_codes(meta, arrays, "inductor_calls", None)
+    fams, corner = list(meta["families"]), int(meta.get("corner", 0))
+    total = Result(0, 0)
+    for i, (c, code) in enumerate(zip(meta["calls"], codes)):
         M, K, N = c["shape"]
-        sa = np.asarray(c["scale_a"], np.float32).reshape(M, 1)
-        sb = np.asarray(c["scale_b"], np.float32).reshape(1, N)
+        tensor = c.get("scaling", "row") == "tensor"
+        sa = np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1))
+        sb = np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N))
         for j, fam in enumerate(fams):
             ac, bc = matrix_codes("e4m3", "e4m3", fam, int(meta["seed"]), len(fams) * int(c["index"]) + j, (M, K, N))
             d = np.ascontiguousarray(bits_of(scaled_mm(typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb,
                                                        code=code)), "<u2")
-            total.add(_count(d[:corner, :corner], arrays[f"corner{i}"][j], f"{c['name']} {fam} corner", {}))
-            size = d.size - corner * corner
-            ok = hashlib.sha256(d.tobytes()).digest() == arrays["hw_sha256"][i, j].tobytes()
-            total.add(Result(size, 0 if ok else size, [] if ok else [f"{c['name']} {fam}: refmodel's digest differs"]))
+            total.add(_compare_call(d, arrays, i, j, corner, f"{c['name']} {fam}"))
+    return total
+
+
+def inductor_template_args(meta: dict[str, Any], c: dict[str, Any], j: int) -> dict[str, np.ndarray]:
+    """The typed operands of template call ``c`` (an inductor_templates meta entry), family ``j``: ``a``, ``b``
+    ((B, M, K) and (B, K, N)) and for addmm ``bias`` (N,)."""
+    from .seeded_mma import batch_codes, typed_matrix
+
+    B, M, K, N = c["shape"]
+    codes = batch_codes(c["dtype"], meta["families"][j], int(meta["seed"]), int(c["key_base"]) + j, (B, M, K, N),
+                        bias=c["op"] == "addmm")
+    out = {"a": typed_matrix(codes["a"].reshape(B * M, K), c["dtype"]).reshape(B, M, K),
+           "b": typed_matrix(codes["b"].reshape(B * K, N), c["dtype"]).reshape(B, K, N)}
+    if "bias" in codes:
+        out["bias"] = typed_matrix(codes["bias"][None], c["dtype"])[0]
+    return out
+
+
+@replayer("inductor_templates")
+def replay_inductor_templates(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """torch.compile max-autotune mm / addmm / bmm (and fused relu) templates (fixtures/inductor/templates.npz):
+    each call's generated source through refmodel.golden.inductor on the rebuilt inputs, against the H200's
+    whole-output digests and a 16 x 16 corner."""
+    from ..golden import inductor as ind
+
+    codes = _inductor_codes(meta, arrays, "inductor_templates", None)
+    corner = int(meta.get("corner", 0))
+    total = Result(0, 0)
+    for i, (c, code) in enumerate(zip(meta["calls"], codes)):
+        for j, fam in enumerate(meta["families"]):
+            x = inductor_template_args(meta, c, j)
+            if c["op"] == "bmm":
+                d = ind.bmm(x["a"], x["b"], code=code)
+            elif c["op"] == "addmm":
+                d = ind.addmm(x["bias"], x["a"][0], x["b"][0], code=code)
+            elif c["op"] in ("mm", "mm_relu"):
+                d = ind.mm(x["a"][0], x["b"][0], code=code)
+            else:
+                raise meta_error(f"call {c['name']}: op {c['op']!r} is not an Inductor template this replayer knows")
+            w = "<u4" if c["dtype"] == "f32" else "<u2"
+            total.add(_compare_call(np.ascontiguousarray(bits_of(d), w), arrays, i, j, corner, f"{c['name']} {fam}"))
     return total

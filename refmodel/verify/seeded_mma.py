@@ -82,6 +82,19 @@ def matrix_codes(fmt_a: str, fmt_b: str, family: str, seed: int, index: int, sha
     return a, b
 
 
+def batch_codes(fmt: str, family: str, seed: int, base: int, shape: tuple[int, int, int, int],
+                bias: bool = False) -> dict[str, np.ndarray]:
+    """Codes (uint64) of a batched GEMM call's operands (the recordings of gpu.record.inductor's templates):
+    ``a`` (B, M, K) and ``b`` (B, K, N), batch i from :func:`matrix_codes` at index ``base + 8 * i``, and with
+    ``bias`` a (N,) vector (the A row of index ``base + 8 * B``)."""
+    B, M, K, N = shape
+    pairs = [matrix_codes(fmt, fmt, family, seed, base + 8 * i, (M, K, N)) for i in range(B)]
+    out = {"a": np.stack([p[0] for p in pairs]), "b": np.stack([p[1] for p in pairs])}
+    if bias:
+        out["bias"] = matrix_codes(fmt, fmt, family, seed, base + 8 * B, (1, N, 1))[0][0]
+    return out
+
+
 def typed_matrix(codes: np.ndarray, fmt: str) -> np.ndarray:
     """Typed values of :func:`matrix_codes` codes (f32 as float32)."""
     if fmt == "f32":
