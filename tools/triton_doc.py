@@ -89,32 +89,40 @@ with wgref.triton.interpret():
 (or the `wgref_triton` pytest fixture). Every `tl.dot` is `refmodel.golden.triton_lowering.tl_dot` — the
 path above for the dot's block shapes and the launch's `num_warps` — and `acc += tl.dot(a, b)` is folded where
 Triton folds it; f32 `+ - *` and `tl.fma` are the GPU's (one rounding, NaN 0x7FFFFFFF); `.to()` among f32,
-f16 and bf16 is `cvt.rn`. `tl.exp` (`mul.f32` by log2(e), then `ex2.approx.f32`), `tl.exp2`, `/` (`div.full.f32`),
-`tl.sqrt`, `tl.rsqrt` run as Triton 3.6's PTX says (`wgref.triton.ELEMENTWISE_PTX`, checked by compiling on the
-CPU) through `refmodel.sfu`, and a float32 multiply feeding an add is the `fma.rn.f32` Triton contracts it to;
-these warn once (`NotRecordedWarning`): no kernel using them was recorded on the H200 yet. What it cannot run
-bit-exactly is refused in one sentence: `tl.log`, `log2`, `sin`, `cos`, `erf` (libdevice sequences), float
-min/max, f16 multiply-adds, FP8 casts in the kernel body.
+f16 and bf16 is `cvt.rn`. `tl.exp`, `exp2`, `log`, `log2`, `sin`, `cos`, `sqrt`, `rsqrt`, `sqrt_rn`, `/`,
+`fdiv` and `div_rn` are the instruction sequences Triton 3.6 compiles them to on sm_90 — the `triton:`
+spellings of `refmodel.sfu` (`docs/sfu.md`), recorded on the H200 over all 2^32 inputs (134M adversarial pairs
+for the divisions) — and `tl.sigmoid` is their composition; a float32 multiply feeding an add or a subtract is
+the `fma.rn.f32` Triton's compiler contracts it to (recorded: `fixtures/triton/elementwise.npz`, 7 expressions
+on 4,194,304 adversarial pairs each, `wgref verify --feature triton`). What it cannot run bit-exactly is
+refused in one sentence: `tl.erf` and other libdevice calls, float min/max, f16 multiply-adds, FP8 casts in the
+kernel body.
 
-`python -m wgref.triton replay` runs the very kernel source recorded on the GPU (`gpu.libraries.triton`'s
-lowering kernel) in the patched interpreter on every configuration and family of the fixtures above and
-compares each whole output with the H200's: {_replay_summary()}. `python -m wgref.triton replay --plain`
-(Triton's own interpreter, run on numpy arguments) gets {_replay_summary(plain=True)}.
+`python -m wgref.triton replay` runs the very kernel sources recorded on the GPU in the patched interpreter
+and compares each whole output with the H200's:
 
-Inductor's templates run the same way, without torch: `wgref.triton.interpret_scaled_mm(code, a, b_nk,
-scale_a, scale_b)` takes the Triton kernel out of the source `torch._inductor.utils.run_and_get_code` returned
-(`template_kernel`) and interprets it; on the recorded `torch.compile(mode="max-autotune")` FP8 calls
-(`docs/inductor.md`) the same command gives {_replay_summary(inductor=True)}.
+* `gpu.libraries.triton`'s lowering kernel on every configuration and family of the fixtures above:
+  {_replay_summary()}; Triton's own interpreter (`--plain`, on numpy arguments) gets
+  {_replay_summary(plain=True)};
+* the recorded `torch.compile(mode="max-autotune")` calls (`docs/inductor.md`: `_scaled_mm` tensor-wise and
+  row-wise, mm, addmm, bmm, mm + relu, f16 and tf32), their Triton template taken out of the source
+  `torch._inductor.utils.run_and_get_code` returned (`template_kernel`, `interpret_template`) and run without
+  torch: {_replay_summary(inductor=True)};
+* the special-function kernels of the SFU recordings (`gpu.libraries.triton_sfu`: `tl.exp(x)` ... `x / y`)
+  on their recorded samples: {_replay_summary(which="spellings")};
+* the multiply-add kernels of `fixtures/triton/elementwise.npz` on their 4M pairs:
+  {_replay_summary(which="elementwise")}.
 """
 
 
-def _replay_summary(plain: bool = False, inductor: bool = False) -> str:
+def _replay_summary(plain: bool = False, inductor: bool = False, which: str = "") -> str:
     """The counts ``python -m wgref.triton replay`` printed, as stored in docs/data/triton_interpret.json
     (tests/test_triton_interpret.py checks them against a fresh run)."""
     d = json.loads((ROOT / "docs" / "data" / "triton_interpret.json").read_text())
-    if inductor:
-        r = d["inductor"]
-        return f"{r['runs']} runs (2 calls x 2 families), {r['runs'] - r['differ']} bit-identical, {r['differ']} differ"
+    if inductor or which:
+        r = d["inductor" if inductor else which]
+        unit = {"spellings": "spellings", "elementwise": "kernels"}.get(which, "runs (every call and family)")
+        return f"{r['runs']} {unit}, {r['runs'] - r['differ']} bit-identical, {r['differ']} differ"
     r = d["plain" if plain else "patched"]
     if plain:
         return f"{r['differ']} of {r['runs']} runs ({', '.join(r['families'])} family) differ"

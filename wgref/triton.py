@@ -14,15 +14,18 @@ FP8 and bf16 casts truncate or round half up, and its f32 arithmetic keeps NaN p
 * ``.to()`` between f32, f16 and bf16 is ``cvt.rn`` (an f16 NaN widened to f32 is 0x7FFFFFFF, as the H200's
   ``cvt.f32.f16`` writes it);
 
-* ``tl.exp``, ``tl.exp2``, ``/``, ``tl.sqrt``, ``tl.rsqrt`` (and ``div_rn``, ``sqrt_rn``) are what Triton 3.6's
-  PTX for sm_90 says (:data:`ELEMENTWISE_PTX`: ``mul.f32`` by log2(e) then ``ex2.approx.f32``, ``div.full.f32``,
-  ``sqrt.approx.ftz.f32`` ...) through :func:`refmodel.sfu`'s bit-exact instruction models, and a float32
-  multiply feeding an add is the ``fma.rn.f32`` Triton's compiler contracts it to; these warn once
-  (:class:`NotRecordedWarning`): no kernel using them was recorded on the H200 yet;
+* ``tl.exp``, ``exp2``, ``log``, ``log2``, ``sin``, ``cos``, ``sqrt``, ``rsqrt``, ``sqrt_rn``, ``/``, ``fdiv`` and
+  ``div_rn`` are the instruction sequences Triton 3.6 compiles them to on sm_90
+  (:data:`refmodel.numerics.sfu.spelled.SPELLED`, the ``triton:`` spellings: recorded on the H200 over all
+  2**32 inputs, or 134M adversarial pairs for the divisions; :func:`replay_spellings` runs the recorded
+  kernel in the interpreter on the recorded samples), and ``tl.sigmoid`` is their composition;
+* a float32 multiply feeding an add or subtract is the ``fma.rn.f32`` Triton's compiler contracts it to
+  (recorded: fixtures/triton/elementwise.npz, :func:`replay_elementwise`);
 
 and everything it cannot model exactly is refused with one sentence naming it (:class:`NotModelled`):
-``tl.log``/``log2``/``sin``/``cos``/``erf`` (libdevice sequences), float min/max and ``%``, f16 multiply-adds,
-FP8 casts in the kernel body, f64 and integer dots.
+``tl.erf`` and other libdevice calls, float min/max and ``%``, f16 multiply-adds, FP8 casts in the kernel body,
+f64 and integer dots.  Inductor's templates (:func:`interpret_template`) run with Inductor's own
+``triton_helpers.maximum``/``minimum`` semantics.
 
 Kernels must be defined with ``TRITON_INTERPRET=1`` set (before ``@triton.jit`` runs).  Arguments may be
 numpy arrays (ml_dtypes for bf16 and FP8; no torch needed) or CPU torch tensors::
@@ -314,32 +317,15 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
                 x, y = m._xy
                 xs = x.data if sign_m == 1 else -x.data
                 zs = other.data if sign_o == 1 else -other.data
-                _note("a float32 multiply feeding an add", "fma.rn.f32 (the contraction in Triton 3.6's PTX)")
                 return TensorHandle(fma_f32_array(xs, y.data, zs), tl.float32)
         return None
 
-    def sfu_op(what, forms, pre=None):
-        def op(self, *args):
-            import refmodel
-
-            t = args[0].dtype.scalar
-            if t != tl.float32:
-                raise NotModelled(f"{what} on {t} is not modelled (float32 is)")
-            xs = [np.ascontiguousarray(a.data, np.float32) for a in args]
-            if pre is not None:
-                xs[0] = pre(xs[0])
-            _note(what, " then ".join(forms))
-            r = refmodel.sfu(forms[-1], *xs)
-            return TensorHandle(np.asarray(r, np.float32), tl.float32)
-        return op
-
-    def rn_op(what, fn):
+    def spelled_op(spelling):
         def op(self, *args):
             t = args[0].dtype.scalar
             if t != tl.float32:
-                raise NotModelled(f"{what} on {t} is not modelled (float32 is)")
-            with np.errstate(all="ignore"):
-                return TensorHandle(_canon(fn(*(a.data for a in args)).astype(np.float32)), tl.float32)
+                raise NotModelled(f"{spelling.split(':', 1)[1]} on {t} is not modelled (float32 is)")
+            return TensorHandle(run_spelling(spelling, *(a.data for a in args)), tl.float32)
         return op
 
     def create_fma(self, x, y, z):
@@ -354,6 +340,8 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
         floats = (tl.float32, tl.float16, tl.bfloat16)
         if s in floats and t in floats:
             return TensorHandle(_fp_cast(src, s, t), t)
+        if s.is_int() and t == tl.float32 and np.all(np.abs(src.data.astype(np.int64)) <= 1 << 24):
+            return TensorHandle(src.data.astype(np.float32), t)        # exactly representable: cvt.rn is exact
         if (s.is_floating() or t.is_floating()) and s != t:
             raise NotModelled(f"the cast from {s} to {t} is not modelled (f32, f16 and bf16 among themselves are)")
         return orig_cast(self, src, dst_type)
@@ -403,19 +391,11 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
     patch(B, "create_fma", create_fma)
     patch(B, "cast_impl", cast)
     patch(B, "create_fp_to_fp", fp_to_fp)
-    log2e = np.float32(np.array([0x3FB8AA3B], np.uint32).view(np.float32)[0])
-    # Triton 3.6's PTX on sm_90 (ELEMENTWISE_PTX; tests/test_triton_interpret.py compiles and checks it)
-    patch(B, "create_exp", sfu_op("tl.exp", ("mul.f32 by log2(e)", "ex2.approx.f32"),
-                                  pre=lambda x: (x * log2e).astype(np.float32)))
-    patch(B, "create_exp2", sfu_op("tl.exp2", ("ex2.approx.ftz.f32",)))
-    patch(B, "create_fdiv", sfu_op("float '/'", ("div.full.f32",)))
-    patch(B, "create_sqrt", sfu_op("tl.sqrt", ("sqrt.approx.ftz.f32",)))
-    patch(B, "create_rsqrt", sfu_op("tl.rsqrt", ("rsqrt.approx.ftz.f32",)))
-    patch(B, "create_precise_divf", rn_op("tl.math.div_rn", np.divide))
-    patch(B, "create_precise_sqrt", rn_op("tl.sqrt_rn", np.sqrt))
-    for name, what in (("create_frem", "float %"),
-                       ("create_log", "tl.log (a libdevice sequence)"), ("create_log2", "tl.log2 (a libdevice sequence)"),
-                       ("create_sin", "tl.sin"), ("create_cos", "tl.cos"), ("create_erf", "tl.erf"),
+    # the instruction sequences Triton 3.6 compiles these to on sm_90, recorded on the H200 (refmodel.sfu's
+    # triton: spellings; ELEMENTWISE_PTX and tests/test_triton_interpret.py check the PTX they start from)
+    for name, spelling in SPELLINGS.items():
+        patch(B, name, spelled_op(spelling))
+    for name, what in (("create_frem", "float %"), ("create_erf", "tl.erf"),
                        ("create_minnumf", "float minimum/maximum"), ("create_maxnumf", "float minimum/maximum"),
                        ("create_minimumf", "float minimum/maximum"), ("create_maximumf", "float minimum/maximum")):
         patch(B, name, _refuse(what))
@@ -434,6 +414,30 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
 
 
 _MISSING = object()
+
+#: the interpreter builder's float ops and the recorded Triton spelling (refmodel.sfu) each one is
+SPELLINGS = {
+    "create_exp": "triton:tl.exp(x)", "create_exp2": "triton:tl.exp2(x)", "create_log": "triton:tl.log(x)",
+    "create_log2": "triton:tl.log2(x)", "create_sin": "triton:tl.sin(x)", "create_cos": "triton:tl.cos(x)",
+    "create_sqrt": "triton:tl.sqrt(x)", "create_rsqrt": "triton:tl.math.rsqrt(x)",
+    "create_precise_sqrt": "triton:tl.sqrt_rn(x)", "create_fdiv": "triton:x / y",
+    "create_precise_divf": "triton:tl.math.div_rn(x, y)",
+}
+
+
+def run_spelling(spelling: str, *xs) -> np.ndarray:
+    """float32 result of a recorded Triton spelling (refmodel.numerics.sfu.spelled) on float32 arrays."""
+    from refmodel.numerics.sfu import spelled_unit as su
+
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32).ravel()
+             .astype(np.int64) for x in xs]
+    out = np.empty(words[0].size, np.int64)
+    if len(xs) == 1:
+        su.map_unary(su.UN_NAMES.index(spelling), words[0], out)
+    else:
+        su.map_binary(su.BI_NAMES.index(spelling), words[0], words[1], out)
+    return out.astype(np.uint32).view(np.float32).reshape(shape)
 
 #: how Triton 3.6 lowers float32 elementwise ops on sm_90 (read from its PTX; the interpreter runs these)
 ELEMENTWISE_PTX = {
@@ -539,10 +543,37 @@ def replay_fixtures(families=None, root=None, log=print, numerics: bool = True) 
     return runs, bad
 
 
+#: Inductor's ``triton_helpers.maximum``/``minimum`` (torch/_inductor/runtime/triton_helpers.py) as the
+#: interpreter runs them: ``where(a > b (a < b), or a float a that is NaN, a, b)``
+_HELPERS = """
+@triton.jit
+def _wgref_maximum(a, b):
+    mask = a > b
+    if a.dtype.is_floating():
+        mask |= a != a
+    return tl.where(mask, a, b)
+
+
+@triton.jit
+def _wgref_minimum(a, b):
+    mask = a < b
+    if a.dtype.is_floating():
+        mask |= a != a
+    return tl.where(mask, a, b)
+
+
+class triton_helpers:
+    maximum = _wgref_maximum
+    minimum = _wgref_minimum
+
+"""
+
+
 def template_kernel(code: str):
     """The Triton kernel of an Inductor template, from the source ``run_and_get_code`` returned, as a kernel of
     this (interpreting) process: the ``@triton.jit`` function's text, without Inductor's decorator and runtime
-    imports (the template uses ``tl`` only), written to a private module and imported."""
+    imports (the template uses ``tl`` and ``triton_helpers.maximum``/``minimum`` only), written to a private
+    module and imported."""
     import importlib.util
     import re
     import tempfile
@@ -556,60 +587,139 @@ def template_kernel(code: str):
     name = re.search(r"def (\w+)\(", src)
     if not name:
         raise InputError("no kernel function after @triton.jit in the source")
+    used = set(re.findall(r"triton_helpers\.(\w+)", src)) - {"maximum", "minimum"}
+    if used:
+        raise NotModelled(f"triton_helpers.{sorted(used)[0]} is not modelled by wgref's Triton interpreter "
+                          "(maximum and minimum are)")
     d = Path(tempfile.mkdtemp(prefix="wgref_inductor_"))
     path = d / f"{name.group(1)}.py"
-    path.write_text("import triton\nimport triton.language as tl\n\n" + src)
+    path.write_text("import triton\nimport triton.language as tl\n\n" + _HELPERS + src)
     spec = importlib.util.spec_from_file_location(name.group(1), path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return getattr(mod, name.group(1))
 
 
-def interpret_scaled_mm(code: str, a: np.ndarray, b_nk: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray):
-    """Run Inductor's ``_scaled_mm`` template (from its generated source) in the patched interpreter: ``a``
-    (M, K) and ``b_nk`` (N, K) e4m3, row-wise ``scale_a`` (M, 1) and ``scale_b`` (1, N) float32; returns the
-    bf16 output.  Needs TRITON_INTERPRET=1 set before Triton was imported."""
+def _launch(code: str) -> tuple[list[str], tuple[int, int, int], dict[str, tuple]]:
+    """The template launch in the generated wrapper: the kernel's positional arguments (wrapper names), its
+    grid, and each wrapper argument's (size, stride) from ``assert_size_stride``."""
+    import re
+
+    m = re.search(r"triton_tem_\w+\.run\(([^)]*)\)", code)
+    if not m:
+        raise InputError("the source has no launch of its template (`<kernel>.run(...)`)")
+    parts = [p.strip() for p in m.group(1).split(",") if "=" not in p]
+    grid = tuple(int(p) for p in parts[-3:])
+    strides = {n: (tuple(ast_tuple(a)), tuple(ast_tuple(b)))
+               for n, a, b in re.findall(r"assert_size_stride\((\w+), (\([^)]*\)), (\([^)]*\))\)", code)}
+    return parts[:-3], grid, strides
+
+
+def ast_tuple(text: str) -> tuple:
+    import ast
+
+    v = ast.literal_eval(text)
+    return v if isinstance(v, tuple) else (v,)
+
+
+def _memory(x: np.ndarray, size: tuple, stride: tuple) -> np.ndarray:
+    """The flat buffer a tensor of logical value ``x`` (shape ``size``) occupies with ``stride``."""
+    x = np.asarray(x)
+    if tuple(x.shape) != tuple(size):
+        raise InputError(f"the template was compiled for an input of shape {tuple(size)}, got {x.shape}")
+    n = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if x.size else 0
+    buf = np.zeros(n, x.dtype)
+    idx = sum(np.arange(s).reshape((-1,) + (1,) * (len(size) - k - 1)) * st
+              for k, (s, st) in enumerate(zip(size, stride)))
+    buf[np.asarray(idx).reshape(-1)] = x.reshape(-1)
+    return buf
+
+
+def interpret_template(code: str, a: np.ndarray, b: np.ndarray, inputs: dict | None = None) -> np.ndarray:
+    """Run an Inductor GEMM template (from its generated source) in the patched interpreter on ``a`` (M, K) and
+    ``b`` (K, N) — (B, M, K) and (B, K, N) for bmm — and the epilogue's ``in_ptr`` arrays ``inputs`` (by the
+    kernel's names, as :func:`refmodel.golden.inductor.template_output` takes them); returns the output.  The
+    operands are laid out with the strides the call was compiled for.  Needs TRITON_INTERPRET=1 set before
+    Triton was imported."""
     import ml_dtypes
 
     from refmodel.golden.inductor import parse_template
 
     t = parse_template(code)
     kernel = template_kernel(code)
-    M, N = a.shape[0], b_nk.shape[0]
-    out = np.zeros((M, N), ml_dtypes.bfloat16)
-    grid = (-(-M // t.block_m) * -(-N // t.block_n), 1, 1)
+    names, grid, strides = _launch(code)
+    sig = [n for n, _ in t.signature]
+    if len(names) != len(sig):
+        raise InputError(f"the launch passes {len(names)} arguments, the kernel takes {len(sig)}")
+    given = {"arg_A": np.asarray(a), "arg_B": np.asarray(b), **(inputs or {})}
+    out_name = next(n for n in sig if n.startswith("out_ptr"))
+    out_t = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}[t.out]
+    size, stride = strides.get(names[sig.index("arg_A")], (a.shape, None))
+    out_shape = tuple(np.shape(a)[:-1]) + (np.shape(b)[-1],)
+    out = np.zeros(int(np.prod(out_shape)), out_t)
+    args = []
+    for n, w in zip(sig, names):
+        if n == out_name:
+            args.append(out)
+            continue
+        if n not in given:
+            raise InputError(f"the template reads {n}, which was not given")
+        x = np.asarray(given[n])
+        if w in strides:
+            x = _memory(x.reshape(strides[w][0]) if x.size == int(np.prod(strides[w][0])) else x, *strides[w])
+        args.append(np.ascontiguousarray(x).reshape(-1))
     with interpret():
-        kernel[grid](np.ascontiguousarray(a), np.ascontiguousarray(b_nk), np.ascontiguousarray(scale_a, np.float32),
-                     np.ascontiguousarray(scale_b, np.float32), out, num_warps=t.num_warps, num_stages=t.num_stages)
-    return out
+        kernel[grid](*args, num_warps=t.num_warps, num_stages=t.num_stages)
+    return out.reshape(out_shape)
+
+
+def interpret_scaled_mm(code: str, a: np.ndarray, b_nk: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray):
+    """Run Inductor's ``_scaled_mm`` template (from its generated source) in the patched interpreter: ``a``
+    (M, K) and ``b_nk`` (N, K) e4m3, row-wise ``scale_a`` (M, 1) and ``scale_b`` (1, N) or tensor-wise (one
+    element each) float32 scales; returns the bf16 output.  Needs TRITON_INTERPRET=1 set before Triton was
+    imported."""
+    from refmodel.golden.inductor import parse_template
+
+    t = parse_template(code)
+    return interpret_template(code, a, np.asarray(b_nk).T, dict(zip(t.inputs, (np.asarray(scale_a, np.float32),
+                                                                         np.asarray(scale_b, np.float32)))))
 
 
 def replay_inductor(root=None, log=print) -> tuple[int, int]:
-    """:func:`interpret_scaled_mm` on every recorded call of fixtures/inductor, against the H200's digests."""
+    """Every recorded Inductor call of fixtures/inductor (``_scaled_mm`` and the mm/addmm/bmm templates) run in
+    the patched interpreter from its generated source, against the H200's digests."""
     import hashlib
     from pathlib import Path
 
     from refmodel.verify.fixtures import default_root, load_arrays, load_manifest
+    from refmodel.verify.replay_golden import inductor_template_args
     from refmodel.verify.seeded_mma import matrix_codes, typed_matrix
 
     d = Path(root or default_root()) / "inductor"
     runs = bad = 0
     for e in load_manifest(d)["entries"]:
-        if e["kind"] != "inductor_calls":
+        if e["kind"] not in ("inductor_calls", "inductor_templates"):
             continue
         meta, arrays = e["meta"], load_arrays(d, e)
         fams, off = meta["families"], 0
         for i, c in enumerate(meta["calls"]):
             code = arrays["code"][off:off + c["code_bytes"]].tobytes().decode()
             off += c["code_bytes"]
-            M, K, N = c["shape"]
             for j, fam in enumerate(fams):
-                ac, bc = matrix_codes("e4m3", "e4m3", fam, meta["seed"], len(fams) * c["index"] + j, (M, K, N))
-                a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
-                out = interpret_scaled_mm(code, a, np.ascontiguousarray(b.T),
-                                          np.asarray(c["scale_a"], np.float32).reshape(M, 1),
-                                          np.asarray(c["scale_b"], np.float32).reshape(1, N))
-                ok = hashlib.sha256(np.ascontiguousarray(out.view(np.uint16), "<u2").tobytes()).digest() == \
+                if e["kind"] == "inductor_calls":
+                    M, K, N = c["shape"]
+                    ac, bc = matrix_codes("e4m3", "e4m3", fam, meta["seed"], len(fams) * c["index"] + j, (M, K, N))
+                    tensor = c.get("scaling", "row") == "tensor"
+                    out = interpret_scaled_mm(code, typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3").T,
+                                              np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1)),
+                                              np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N)))
+                else:
+                    x = inductor_template_args(meta, c, j)
+                    A, B = (x["a"], x["b"]) if c["op"] == "bmm" else (x["a"][0], x["b"][0])
+                    t = __import__("refmodel.golden.inductor", fromlist=["parse_template"]).parse_template(code)
+                    out = interpret_template(code, A, B, {t.inputs[0]: x["bias"]} if "bias" in x else None)
+                w = "<u4" if out.dtype.itemsize == 4 else "<u2"
+                ok = hashlib.sha256(np.ascontiguousarray(out.view(w[1:]), w).tobytes()).digest() == \
                     arrays["hw_sha256"][i, j].tobytes()
                 runs += 1
                 bad += not ok
@@ -619,21 +729,106 @@ def replay_inductor(root=None, log=print) -> tuple[int, int]:
     return runs, bad
 
 
+def _elementwise_run(expr: str, x: np.ndarray, y: np.ndarray, block: int = 1 << 14) -> np.ndarray:
+    """gpu.libraries.triton_sfu's kernel (``o = expr`` over x and y: the source the recordings ran) in the
+    patched interpreter; returns o's words."""
+    from gpu.libraries import triton_sfu
+
+    kernel = triton_sfu.triton_kernel(expr)
+    xs, ys = np.ascontiguousarray(x, np.float32), np.ascontiguousarray(y, np.float32)
+    o = np.zeros(xs.size, np.float32)
+    with interpret():
+        kernel[(-(-xs.size // block),)](xs, ys, o, xs.size, BLOCK=block)
+    return o.view(np.uint32)
+
+
+def replay_spellings(root=None, log=print) -> tuple[int, int]:
+    """The Triton spellings of the special-function recordings (fixtures/sfu: ``tl.exp`` ... ``x / y``, each
+    the very kernel run on the H200) in the patched interpreter on the recorded sample inputs, compared word
+    for word with the H200's samples.  Returns (spellings, differing spellings)."""
+    from pathlib import Path
+
+    from refmodel.numerics.sfu.pairs import div_pairs
+    from refmodel.verify.fixtures import default_root, load_arrays, load_manifest
+
+    d = Path(root or default_root()) / "sfu"
+    runs = bad = 0
+    for e in load_manifest(d)["entries"]:
+        meta = e["meta"]
+        if e["kind"] == "sfu_spellings":
+            names = [n for n in meta["spellings"] if n.startswith("triton:")]
+            x = (np.arange(meta["sample_n"], dtype=np.uint64) * meta["sample_stride"] % (1 << 32)).astype(np.uint32)
+            pairs = {n: (x, x) for n in names}
+            prefix = "sample_"
+        elif e["kind"] == "sfu_pairs":
+            names = [n for n in meta["pair_names"] if n.startswith("triton:")]
+            a, b = div_pairs(0, meta["pair_seed"])
+            pairs = {n: (a, b) for n in names}
+            prefix = "pairs_sample_"
+        else:
+            continue
+        arrays = load_arrays(d, e)
+        for n in names:
+            want = arrays[prefix + _sfu_key(n)]
+            x, y = pairs[n]
+            got = _elementwise_run(n.split(":", 1)[1], x[:want.size].view(np.float32), y[:want.size].view(np.float32))
+            differ = int(np.count_nonzero(got != want))
+            runs += 1
+            bad += differ > 0
+            if differ:
+                log(f"{n}: {differ} of {want.size} interpreted outputs differ from the H200's")
+    log(f"{runs} recorded Triton spellings interpreted on their samples, {runs - bad} bit-identical, {bad} differ")
+    return runs, bad
+
+
+def _sfu_key(name: str) -> str:
+    """The array-name form of a spelling (gpu.record.sfu's ``key``)."""
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def replay_elementwise(root=None, log=print) -> tuple[int, int]:
+    """fixtures/triton/elementwise.npz's expressions (Triton's contracted multiply-adds), each run in the
+    patched interpreter on the recorded 4M adversarial pairs, against the H200's whole-output sha256."""
+    import hashlib
+    from pathlib import Path
+
+    from refmodel.numerics.sfu.pairs import div_pairs
+    from refmodel.verify.fixtures import default_root, load_arrays, load_manifest
+
+    d = Path(root or default_root()) / "triton"
+    runs = bad = 0
+    for e in load_manifest(d)["entries"]:
+        if e["kind"] != "triton_elementwise":
+            continue
+        meta, arrays = e["meta"], load_arrays(d, e)
+        a, b = div_pairs(meta["chunk"], meta["seed"])
+        for i, expr in enumerate(meta["exprs"]):
+            got = _elementwise_run(expr, a.view(np.float32), b.view(np.float32), block=1 << 16)
+            ok = hashlib.sha256(np.ascontiguousarray(got, "<u4").tobytes()).digest() == arrays["hw_sha256"][i].tobytes()
+            runs += 1
+            bad += not ok
+            if not ok:
+                log(f"{expr}: the interpreter's output differs from the H200's")
+    log(f"{runs} recorded Triton multiply-add kernels interpreted, {runs - bad} bit-identical, {bad} differ")
+    return runs, bad
+
+
 def _main(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m wgref.triton", description="wgref's bit-exact Triton interpreter")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("replay", help="run the recorded Triton kernel in the patched interpreter on every "
-                       "configuration of fixtures/triton/lowering*.npz and compare with the H200's bits")
+    r = sub.add_parser("replay", help="run the recorded Triton kernels (the lowering matmul on every configuration "
+                       "of fixtures/triton/lowering*.npz, the Inductor templates, the special-function and "
+                       "multiply-add kernels) in the patched interpreter and compare with the H200's bits")
     r.add_argument("--family", action="append", default=None, help="only this input family (repeatable)")
     r.add_argument("--plain", action="store_true", help="Triton's own interpreter, unpatched (for contrast)")
     a = ap.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"          # before triton is imported
     runs, bad = replay_fixtures(a.family, numerics=not a.plain)
     if not a.plain and not a.family:
-        r2, b2 = replay_inductor()
-        bad += b2
+        for fn in (replay_inductor, replay_spellings, replay_elementwise):
+            bad += fn()[1]
     return 1 if bad else 0
 
 

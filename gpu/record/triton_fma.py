@@ -1,7 +1,8 @@
 """Record Triton kernels whose float32 multiply-adds Triton's compiler contracts (``x * y + x`` ->
 ``fma.rn.f32``), on the H200, for wgref.triton's interpreter.
 
-    python -m gpu.record.triton_fma --out DIR
+    python -m gpu.record.triton_fma --out DIR                          # on the GPU
+    python -m gpu.record.triton_fma --fixture DIR --fixtures fixtures  # here: write the fixture
 
 Each expression of :data:`EXPRS` runs in gpu.libraries.triton_sfu's elementwise kernel (the source the
 special-function recordings used) on chunk 0 of :func:`refmodel.numerics.sfu.pairs.div_pairs` (seed
@@ -52,10 +53,37 @@ def record(out: str) -> int:
     return 0
 
 
+def write_fixture_from(src: str, root: str) -> str:
+    """fixtures/triton/elementwise.npz (kind triton_elementwise) from a recording's triton_fma.json."""
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+
+    rec = json.loads((Path(src) / "triton_fma.json").read_text())
+    rows = rec["exprs"]
+    arrays = {"sample": np.stack([np.frombuffer(bytes.fromhex(r["sample_hex"]), "<u4") for r in rows]),
+              "hw_sha256": np.stack([np.frombuffer(bytes.fromhex(r["sha256"]), np.uint8) for r in rows])}
+    meta = {"seed": rec["seed"], "chunk": rec["chunk"], "n": rec["n"], "sample": rec["sample"],
+            "exprs": [r["expr"] for r in rows], "ptx_ops": {r["expr"]: r["ptx_ops"] for r in rows},
+            "inputs": "refmodel.numerics.sfu.pairs.div_pairs(chunk, seed) as float32 (x, y)",
+            "kernel": "gpu.libraries.triton_sfu (o = expr over x and y)"}
+    prov = {"device": rec["device"], "torch": rec["torch"], "triton": rec["triton"], "recorder": "gpu.record.triton_fma",
+            "merged_on": host_provenance(), "date": host_provenance()["date"]}
+    e = write_fixture("triton", "elementwise", arrays, kind="triton_elementwise", cases=len(rows) * int(rec["n"]),
+                      meta=meta, provenance=prov, root=root)
+    return f"{e.file}: {len(rows)} expressions, {e.cases} outputs"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    return record(ap.parse_args(argv).out)
+    ap.add_argument("--out", default=None, help="record into DIR (on the GPU)")
+    ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/triton/elementwise.npz from DIR")
+    ap.add_argument("--fixtures", default="fixtures")
+    a = ap.parse_args(argv)
+    if a.fixture:
+        print(write_fixture_from(a.fixture, a.fixtures))
+        return 0
+    if not a.out:
+        ap.error("give --out DIR (record) or --fixture DIR (write the fixture)")
+    return record(a.out)
 
 
 if __name__ == "__main__":

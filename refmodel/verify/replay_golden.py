@@ -379,3 +379,29 @@ def replay_inductor_templates(meta: dict[str, Any], arrays: dict[str, np.ndarray
             w = "<u4" if c["dtype"] == "f32" else "<u2"
             total.add(_compare_call(np.ascontiguousarray(bits_of(d), w), arrays, i, j, corner, f"{c['name']} {fam}"))
     return total
+
+
+@replayer("triton_elementwise")
+def replay_triton_elementwise(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: bool = True) -> Result:
+    """Triton float32 multiply-add expressions recorded on the GPU (fixtures/triton/elementwise.npz,
+    gpu.record.triton_fma): refmodel.golden.triton_elementwise on the rebuilt adversarial pairs, against the
+    whole output's sha256 and the first ``sample`` words."""
+    from ..golden.triton_elementwise import elementwise
+    from ..numerics.sfu.pairs import div_pairs
+
+    exprs, n, k = list(meta.get("exprs") or []), int(meta["n"]), int(meta["sample"])
+    if set(arrays) != {"sample", "hw_sha256"} or arrays["sample"].shape != (len(exprs), k) or \
+            arrays["hw_sha256"].shape != (len(exprs), 32):
+        raise meta_error(f"a triton_elementwise fixture holds 'sample' ({len(exprs)}, {k}) and 'hw_sha256' "
+                         f"({len(exprs)}, 32); got {sorted(arrays)}")
+    a, b = div_pairs(int(meta["chunk"]), int(meta["seed"]))
+    if a.size != n:
+        raise meta_error(f"div_pairs gives {a.size} pairs, the fixture recorded {n}")
+    x, y = a.view(np.float32), b.view(np.float32)
+    total = Result(0, 0)
+    for i, e in enumerate(exprs):
+        o = np.ascontiguousarray(elementwise(e, x, y).view(np.uint32), "<u4")
+        total.add(_count(o[:k], arrays["sample"][i], e, {"x": a[:k], "y": b[:k]}))
+        ok = hashlib.sha256(o.tobytes()).digest() == arrays["hw_sha256"][i].tobytes()
+        total.add(Result(n - k, 0 if ok else n - k, [] if ok else [f"{e}: refmodel's digest differs"]))
+    return total
