@@ -133,11 +133,11 @@ def replay_forms(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: b
 
 def forms_covered(entries) -> set[str]:
     """Instructions with replayable hardware fixtures among manifest entries (kinds
-    ``wgmma`` and ``wgmma_forms``)."""
+    ``wgmma``, ``wgmma_seeded`` and ``wgmma_forms``)."""
     out: set[str] = set()
     for e in entries:
         if e.get("kind") == KIND:
             out |= {j["instr"] for j in e.get("meta", {}).get("jobs", [])}
-        elif e.get("kind") == "wgmma" and "instr" in e.get("meta", {}):
+        elif e.get("kind") in ("wgmma", "wgmma_seeded") and "instr" in e.get("meta", {}):
             out.add(e["meta"]["instr"])
     return out
