@@ -13,6 +13,7 @@ from refmodel.verify.families import tile as fam_tile
 from gpu.kernels.isolate import IsolatedRunner
 from refmodel.errors import DeviceError, FormError
 from refmodel.verify.fixtures import load_arrays, load_manifest
+from refmodel.verify.replay_wgmma import replay_wgmma_seeded, seeded_inputs
 from refmodel.dtypes import element_dtype, raw_bits
 from refmodel.wgmma_forms import WGMMA_FORMS
 
@@ -110,14 +111,18 @@ def test_campaign_ok_fixtures_and_resume(tmp_path):
     files = {e["file"]: e for e in man["entries"]}
     assert len(files) == 3  # tier 3 job: no sample by default (representative)
     e = files[JOBS[1].key + ".npz"]
-    assert e["kind"] == "wgmma"
-    for k in ("instr", "rs", "scale_d", "imm_scale_a", "imm_scale_b", "chain", "seed"):
+    assert e["kind"] == "wgmma_seeded"               # seeds + digests: the inputs rebuild from the seed
+    for k in ("instr", "rs", "scale_d", "imm_scale_a", "imm_scale_b", "chain", "seed", "tiles", "d_sha256"):
         assert k in e["meta"]
     assert e["meta"]["rs"] is True and e["meta"]["chain"] == 3 and e["meta"]["scale_d"] is False
     arr = load_arrays(tmp_path / "fx" / "wgmma", e)
-    assert arr["a"].dtype == np.uint8 and arr["a"].shape[1:] == (64, 96)
-    assert arr["c"].dtype == np.uint16 and arr["d"].shape[1:] == (64, 16)
-    assert e["cases"] == arr["d"].size
+    a, b, c, _ = seeded_inputs(e["meta"])
+    assert a.dtype == np.uint8 and a.shape[1:] == (64, 96)
+    assert c.dtype == np.uint16 and arr["d_rows"].shape[1:] == (4, 16)
+    assert e["cases"] == a.shape[0] * 64 * 16
+    # the fake hardware is not refmodel's arithmetic: the replay runs (inputs rebuilt, checked) and counts
+    r = replay_wgmma_seeded(e["meta"], arr)
+    assert r.cases == e["cases"]
     # resume: nothing reruns
     res2, lines2 = _run(tmp_path, JOBS)
     assert res2 == [] and any("already done" in x for x in lines2)

@@ -9,7 +9,6 @@ inputs, so a changed generator is named).  Refuses a file whose inputs do not re
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ def shrink(root: Path) -> tuple[int, int]:
     from refmodel.dtypes import raw_bits
     from refmodel.verify.fixtures import load_manifest, write_fixture
     from refmodel.verify.jobs import Job, make_inputs
-    from refmodel.verify.replay_wgmma import SEEDED_ROWS
+    from refmodel.verify.replay_wgmma import to_seeded
     from refmodel.wgmma_forms import parse_wgmma
 
     d = root / "wgmma"
@@ -47,14 +46,10 @@ def shrink(root: Path) -> tuple[int, int]:
             if not hit:
                 raise SystemExit(f"{e['file']}: tile {t} does not rebuild from the seed: left as it is")
             sel.append(hit[0])
-        ins = b"".join(np.ascontiguousarray(x).tobytes() for x in (z["a"], z["b"], z["c"]))
-        dd = np.ascontiguousarray(z["d"])
-        new_meta = {**meta, "tiles": sel, "rows": list(SEEDED_ROWS),
-                    "inputs_sha256": hashlib.sha256(ins).hexdigest(),
-                    "d_sha256": hashlib.sha256(np.ascontiguousarray(dd, dd.dtype.newbyteorder("<")).tobytes()).hexdigest(),
-                    "shrunk_from": {"kind": "wgmma", "sha256": e["sha256"]}}
-        write_fixture("wgmma", e["file"][:-4], {"d_rows": np.ascontiguousarray(dd[:, list(SEEDED_ROWS)])},
-                      kind="wgmma_seeded", cases=e["cases"], meta=new_meta, provenance=e["provenance"], root=root)
+        arrays, new_meta = to_seeded(meta, sel, z["a"], z["b"], z["c"], z["d"])
+        new_meta["shrunk_from"] = {"kind": "wgmma", "sha256": e["sha256"]}
+        write_fixture("wgmma", e["file"][:-4], arrays, kind="wgmma_seeded", cases=e["cases"], meta=new_meta,
+                      provenance=e["provenance"], root=root)
     man = load_manifest(d)
     after = sum((d / e["file"]).stat().st_size for e in man["entries"])
     return before, after

@@ -45,6 +45,7 @@ import numpy as np
 
 from refmodel.dtypes import element_dtype, raw_bits
 from refmodel.verify.fixtures import host_provenance, write_fixture
+from refmodel.verify.replay_wgmma import to_seeded
 from refmodel.verify.jobs import (FLOAT_FAMILIES, INT_FAMILIES, Job, exact_oracle, families_for,  # noqa: F401
                                   make_inputs, model_chain, plan_jobs)
 from refmodel.wgmma_forms import M, WGMMA_FORMS
@@ -188,10 +189,10 @@ def run_job(job: Job, *, hw: Callable, model: Callable | None, seed: int, tiles:
             if save_sample and tile_bytes_all <= 4 * SAMPLE_INPUT_BYTES:  # huge tiles: compared, not kept
                 tile_bytes = int(a[0].nbytes + b[0].nbytes)
                 sel = _sample_tiles(idx, form.n, sample_outputs, zlib.crc32(job.key.encode()), tile_bytes)
-                arrays = {k: v[sel] for k, v in _bits_arrays(job, a, b, c, d).items()}
-                arrays["family"] = idx[sel]
-                write_fixture(FEATURE, job.key, arrays, kind="wgmma", cases=int(arrays["d"].size),
-                              meta={**meta, "sample": "tiles"}, provenance=prov, root=out)
+                bits = {k: v[sel] for k, v in _bits_arrays(job, a, b, c, d).items()}
+                arrays, smeta = to_seeded({**meta, "sample": "tiles"}, sel, bits["a"], bits["b"], bits["c"], bits["d"])
+                write_fixture(FEATURE, job.key, arrays, kind="wgmma_seeded", cases=int(bits["d"].size),
+                              meta=smeta, provenance=prov, root=out)     # seeds + digests
             if mism_tiles.size:
                 arrays = {k: v[mism_tiles] for k, v in _bits_arrays(job, a, b, c, d).items()}
                 arrays["family"] = idx[mism_tiles]

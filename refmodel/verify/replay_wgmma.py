@@ -59,6 +59,20 @@ def replay_wgmma(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, full: b
 SEEDED_ROWS = (0, 21, 42, 63)
 
 
+def to_seeded(meta: dict[str, Any], tiles, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+              d: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(arrays, meta) of a ``wgmma_seeded`` fixture for a job's recorded ``tiles`` (indices among the tiles its
+    seed draws) with their raw-bit inputs and hardware outputs ``a, b, c, d``."""
+    import hashlib
+
+    ins = b"".join(np.ascontiguousarray(x).tobytes() for x in (a, b, c))
+    d = np.ascontiguousarray(d)
+    return ({"d_rows": np.ascontiguousarray(d[:, list(SEEDED_ROWS)])},
+            {**meta, "tiles": [int(t) for t in tiles], "rows": list(SEEDED_ROWS),
+             "inputs_sha256": hashlib.sha256(ins).hexdigest(),
+             "d_sha256": hashlib.sha256(np.ascontiguousarray(d, d.dtype.newbyteorder("<")).tobytes()).hexdigest()})
+
+
 def seeded_inputs(meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Raw-bit (a, b, c, family index) of the recorded tiles of a ``wgmma_seeded`` job: the job's inputs rebuilt
     from its seed (refmodel.verify.jobs.make_inputs, as gpu.record.wgmma drew them), tiles ``meta['tiles']``."""
