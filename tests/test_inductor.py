@@ -112,3 +112,114 @@ def test_the_doc_page_states_the_fixture(recorded):
         t = c["template"]
         assert (f"BLOCK_M {t['BLOCK_M']}, BLOCK_N {t['BLOCK_N']}, BLOCK_K {t['BLOCK_K']}, {t['num_warps']} warps, "
                 f"{t['num_stages']} stages") in " ".join(text.split())
+
+
+# ----------------------------------------------------------------------------- every recorded template
+
+def _entry(file):
+    d = ROOT / "fixtures" / "inductor"
+    e = next(e for e in load_manifest(d)["entries"] if e["file"] == file)
+    arrays = load_arrays(d, e)
+    codes, off = [], 0
+    for c in e["meta"]["calls"]:
+        codes.append(arrays["code"][off:off + c["code_bytes"]].tobytes().decode())
+        off += c["code_bytes"]
+    return e, arrays, codes
+
+
+def test_the_tensor_wise_calls_and_the_templates_replay_with_no_mismatch():
+    from refmodel.verify.replay_golden import replay_inductor_templates
+
+    e, arrays, codes = _entry("scaled_mm_tensor.npz")
+    r = replay_inductor_calls(e["meta"], arrays)
+    assert r.mismatches == 0 and r.cases == e["cases"] == 294912
+    assert {c["name"] for c in e["meta"]["calls"]} == {"tensor_fast_m32", "tensor_precise_m32", "tensor_fast_m256",
+                                                      "tensor_precise_m256"}
+    e, arrays, codes = _entry("templates.npz")
+    r = replay_inductor_templates(e["meta"], arrays)
+    assert r.mismatches == 0 and r.cases == e["cases"] == 1277952
+    assert {c["op"] for c in e["meta"]["calls"]} == {"mm", "addmm", "bmm", "mm_relu"}
+    for c, code in zip(e["meta"]["calls"], codes):
+        t = parse_template(code)
+        assert {"BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_K": t.block_k, "num_warps": t.num_warps,
+                "num_stages": t.num_stages, "pattern": t.pattern} == c["template"]
+
+
+def test_one_call_three_processes_three_kernels():
+    """The same mm call compiled in three fresh processes: the autotuner picked three configurations; for
+    bf16 (one wgmma chain per output, whatever the tile) the bits agree."""
+    e, arrays, codes = _entry("templates.npz")
+    reps = [i for i, c in enumerate(e["meta"]["calls"]) if c["name"].startswith("mm_bf16_m128_rep")]
+    assert len(reps) == 3
+    picks = {tuple(sorted(e["meta"]["calls"][i]["template"].items())) for i in reps}
+    assert len(picks) == 3
+    assert all(np.array_equal(arrays["hw_sha256"][reps[0]], arrays["hw_sha256"][i]) for i in reps)
+
+
+def test_the_configuration_decides_the_fp8_bits():
+    """tensor_fast_m32 ran BLOCK_M 16 (f16 mma.sync); the same source claiming BLOCK_M 64 (wgmma) differs."""
+    e, arrays, codes = _entry("scaled_mm_tensor.npz")
+    i = next(i for i, c in enumerate(e["meta"]["calls"]) if c["name"] == "tensor_fast_m32")
+    c, code = e["meta"]["calls"][i], codes[i]
+    M, K, N = c["shape"]
+    ac, bc = matrix_codes("e4m3", "e4m3", "narrow", e["meta"]["seed"], 2 * c["index"], (M, K, N))
+    a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
+    sa, sb = np.float32(c["scale_a"][0]), np.float32(c["scale_b"][0])
+    got = scaled_mm(a, b, sa, sb, code=code)
+    assert np.array_equal(got[:16, :16].view(np.uint16), arrays[f"corner{i}"][0])
+    wg = code.replace("'BLOCK_M': 16", "'BLOCK_M': 64").replace("num_warps=2", "num_warps=4")
+    assert parse_template(wg).block_m == 64
+    assert np.mean(scaled_mm(a, b, sa, sb, code=wg).view(np.uint16) != got.view(np.uint16)) > 0.01
+
+
+def test_what_was_not_recorded_is_refused():
+    from refmodel.golden import inductor as ind
+
+    e, arrays, codes = _entry("templates.npz")
+    name = {c["name"]: code for c, code in zip(e["meta"]["calls"], codes)}
+    a = np.zeros((64, 512), ml_bf16())
+    b = np.zeros((512, 256), ml_bf16())
+    relu = name["mm_relu_bf16_m64"]
+    with pytest.raises(InputError, match="was not recorded"):
+        ind.mm(a, b, code=relu.replace("tmp1 = triton_helpers.maximum(tmp0, acc)", "tmp1 = tl.sigmoid(acc)"))
+    with pytest.raises(InputError, match="contracts to fma"):
+        ind.mm(a, b, code=relu.replace("tmp1 = triton_helpers.maximum(tmp0, acc)", "tmp2 = acc * acc\n    tmp1 = tmp2 + acc"))
+    with pytest.raises(InputError, match="EVEN_K"):
+        ind.mm(a, b, code=relu.replace("'EVEN_K': True", "'EVEN_K': False"))
+    with pytest.raises(InputError, match="persistent TMA"):
+        parse_template(relu + "\n# tl.make_tensor_descriptor(\n")
+    with pytest.raises(InputError, match="not a addmm template"):
+        ind.addmm(np.zeros(256, ml_bf16()), a, b, code=relu)
+    with pytest.raises(InputError, match="must be bfloat16"):
+        ind.mm(a.astype(np.float32), b, code=relu)
+
+
+def ml_bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def test_wgref_golden_inductor_addmm_and_bmm(tmp_path):
+    from refmodel.verify.replay_golden import inductor_template_args
+
+    e, arrays, codes = _entry("templates.npz")
+    for op in ("addmm", "bmm"):
+        i = next(i for i, c in enumerate(e["meta"]["calls"]) if c["op"] == op)
+        c = e["meta"]["calls"][i]
+        x = inductor_template_args(e["meta"], c, 0)
+        a, b = (x["a"], x["b"]) if op == "bmm" else (x["a"][0], x["b"][0])
+        np.save(tmp_path / "a.npy", a.view(np.uint16))
+        np.save(tmp_path / "b.npy", b.view(np.uint16))
+        (tmp_path / "gen.py").write_text(codes[i])
+        extra = []
+        if op == "addmm":
+            np.save(tmp_path / "bias.npy", x["bias"].view(np.uint16))
+            extra = ["--bias", "bias.npy"]
+        r = subprocess.run([sys.executable, "-m", "wgref.cli", "golden", "inductor", "a.npy", "b.npy", "--dtype", "bf16",
+                            "--out-dtype", "bf16", "--code", "gen.py", "-o", "d.npy", *extra], cwd=tmp_path,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        d = np.load(tmp_path / "d.npy")
+        first = d.reshape(-1, d.shape[-2], d.shape[-1])[0]
+        assert np.array_equal(first[:16, :16].view(np.uint16), arrays[f"corner{i}"][0]), op

@@ -52,10 +52,11 @@ GOLDEN_MODELS: tuple[GoldenModel, ...] = (
                 fixtures=("triton", "layers"), dtypes=("e4m3", "e5m2", "f16", "bf16", "f32"),
                 notes="wgmma or mma.sync as Triton 3.6 lowers BLOCK_M/N/K and num_warps (FP8 needs them); "
                       "acc += dot; FP8 pairs mixed or not"),
-    GoldenModel("inductor", "torch.compile max-autotune Triton templates (torch 2.11): _scaled_mm row-wise",
-                "refmodel.golden.inductor:scaled_mm", cli_options=("--code", "--scale-a", "--scale-b"),
-                recorder="gpu.record.inductor", fixtures=("inductor",), dtypes=("e4m3",),
-                notes="from the generated source (run_and_get_code); row-wise scales, bf16 out; other epilogues refused"),
+    GoldenModel("inductor", "torch.compile max-autotune Triton templates (torch 2.11): mm, addmm, bmm, _scaled_mm",
+                "refmodel.golden.inductor:template_output", cli_options=("--code", "--scale-a", "--scale-b", "--bias"),
+                recorder="gpu.record.inductor", fixtures=("inductor",), dtypes=("e4m3", "bf16", "f16", "f32"),
+                notes="from the generated source (run_and_get_code); epilogues line by line (scales, bias, relu); "
+                      "unrecorded lines, masked K and persistent TMA templates refused"),
     GoldenModel("cublas", "cuBLAS GEMMs through torch (matmul, F.linear, addmm, baddbmm, bmm)",
                 "refmodel.golden.cublas:cublas_matmul", cli_options=("--kernel", "--splits", "--bias", "--c", "--alpha",
                                                                      "--beta"),

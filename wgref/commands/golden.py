@@ -160,8 +160,21 @@ def _golden(args) -> int:
             code = open(args.code, encoding="utf-8").read()
         except OSError as e:
             raise UsageError(f"cannot read --code {args.code!r:.80}: {e.strerror}") from None
-        d = inductor_scaled_mm(_as_dtype(a, "a", args.dtype), np.ascontiguousarray(_as_dtype(b, "b", args.dtype).T),
-                               _scale(args.scale_a, "--scale-a"), _scale(args.scale_b, "--scale-b"), code=code)
+        from refmodel.golden import inductor as ind
+
+        t = ind.parse_template(code)
+        aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
+        if t.kernel.startswith("triton_tem_fused__scaled_mm"):      # B given as (N, K), like golden scaled-mm
+            d = inductor_scaled_mm(aa, np.ascontiguousarray(bb.T), _scale(args.scale_a, "--scale-a"),
+                                   _scale(args.scale_b, "--scale-b"), code=code)
+        elif t.kernel.startswith("triton_tem_fused_addmm"):
+            if args.bias is None:
+                raise UsageError("this addmm template needs --bias (the (N,) bias, of the inputs' type)")
+            d = ind.addmm(_as_dtype(load_array(args.bias), "bias", args.dtype), aa, bb, code=code)
+        elif t.kernel.startswith("triton_tem_fused_bmm"):
+            d = ind.bmm(aa, bb, code=code)
+        else:
+            d = ind.mm(aa, bb, code=code)
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
@@ -349,7 +362,8 @@ def add_golden_parser(sub) -> None:
 
     g.add_argument("library", choices=list(cli_names()))
     g.add_argument("a", help="A (M, K) as .npy (values, or raw codes with --dtype)")
-    g.add_argument("b", help="B (K, N) for triton; B as (N, K) for scaled-mm and inductor (torch's b.T)")
+    g.add_argument("b", help="B (K, N) for triton and inductor mm/addmm/bmm ((B, K, N)); B as (N, K) for scaled-mm "
+                   "and inductor _scaled_mm (torch's b.T)")
     g.add_argument("--dtype", required=True, choices=list(_GOLDEN_DT), help="the inputs' format")
     g.add_argument("--out-dtype", default="f32", choices=["f32", "bf16", "f16"])
     g.add_argument("-o", "--output", required=True, help="D as raw bits (.npy)")
@@ -360,7 +374,8 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--num-warps", type=int, default=None, help="triton: num_warps")
     g.add_argument("--num-stages", type=int, default=None, help="triton: num_stages (default: Triton's)")
     g.add_argument("--code", default=None, metavar="PY",
-                   help="inductor: the generated source (torch._inductor.utils.run_and_get_code), b given as (N, K)")
+                   help="inductor: the generated source (torch._inductor.utils.run_and_get_code); its template "
+                   "(mm, addmm with --bias, bmm, _scaled_mm with --scale-a/--scale-b) decides the call")
     g.add_argument("--pattern", default="dot_acc", choices=["dot_acc", "add"],
                    help="triton: acc = tl.dot(a, b, acc) (dot_acc, default) or acc += tl.dot(a, b) (add)")
     g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],
@@ -370,7 +385,7 @@ def add_golden_parser(sub) -> None:
                    help="scaled-mm: a number, or .npy: (M, 1) row-wise, (M, K/128) 1x128 or (M/128, K/128) 128x128 blocks")
     g.add_argument("--scale-b", default=None,
                    help="scaled-mm: a number, or .npy: (1, N) row-wise, (K/128, N) 1x128 or (K/128, N/128) 128x128 blocks")
-    g.add_argument("--bias", default=None, metavar="NPY", help="scaled-mm, cublas, torchao --granularity: the (N,) bias, of the output's type")
+    g.add_argument("--bias", default=None, metavar="NPY", help="scaled-mm, cublas, torchao --granularity: the (N,) bias, of the output's type; inductor addmm: of the inputs' type")
     g.add_argument("--dtype-b", default=None, choices=["e4m3", "e5m2"],
                    help="scaled-mm, triton: B's FP8 format when it differs from A's (default --dtype)")
     g.add_argument("--c", default=None, metavar="NPY", help="cublas: addmm's C (broadcastable to the output)")
