@@ -95,6 +95,14 @@ def batch_codes(fmt: str, family: str, seed: int, base: int, shape: tuple[int, i
     return out
 
 
+def tensor_codes(fmt: str, family: str, seed: int, index: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Codes (uint64) of one tensor of ``shape`` in one family: the A operand of :func:`matrix_codes` at
+    ``index`` with M the product of the leading dimensions and K the last (q, k, v of the attention
+    recordings)."""
+    rows = int(np.prod(shape[:-1]))
+    return matrix_codes(fmt, fmt, family, seed, index, (rows, int(shape[-1]), 1))[0].reshape(shape)
+
+
 def typed_matrix(codes: np.ndarray, fmt: str) -> np.ndarray:
     """Typed values of :func:`matrix_codes` codes (f32 as float32)."""
     if fmt == "f32":

@@ -1,0 +1,163 @@
+"""Record attention forward passes on the H200 for refmodel.golden.attention (issue: attention, bit for bit):
+FlexAttention (torch.compile; Inductor's Triton template, whose generated source is kept) and
+``scaled_dot_product_attention``'s flash, efficient and cuDNN backends (through their ATen ops, which return
+the log-sum-exp too).
+
+    python -m gpu.record.attention --out DIR [--seconds S]
+
+Inputs: q, k, v (B, H, S, D) bf16 from refmodel.verify.seeded_mma.tensor_codes (seed :data:`SEED`, index
+``CASE_INDEX * case + {0, 1, 2}``) in the families of :data:`FAMILIES`; :data:`CASES` crosses sequence lengths
+(a multiple of the tile and not), head dims 64 and 128 and causal or not.  ``DIR/attention_<backend>.npz``
+keeps per case ``o_<case>`` (raw bf16 words) and ``lse_<case>`` (float32 words), ``DIR/attention.json`` the
+cases, versions, and FlexAttention's generated source per case shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SEED = 20261207
+FAMILIES = ("narrow", "wide")
+CASES = [dict(B=2, H=2, S=s, D=d, causal=c) for s, d, c in itertools.product((128, 200), (64, 128), (False, True))]
+CASE_INDEX = 8
+BACKENDS = ("flex", "flash", "efficient", "cudnn")
+
+
+def case_name(i: int, fam: str) -> str:
+    c = CASES[i]
+    return f"s{c['S']}_d{c['D']}_{'causal' if c['causal'] else 'full'}_{fam}"
+
+
+def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bf16 codes of q, k, v of case i, family j."""
+    from refmodel.verify.seeded_mma import tensor_codes
+
+    c = CASES[i]
+    shape = (c["B"], c["H"], c["S"], c["D"])
+    base = CASE_INDEX * (len(FAMILIES) * i + j)
+    return tuple(tensor_codes("bf16", FAMILIES[j], SEED, base + t, shape) for t in range(3))
+
+
+def _run_backend(backend: str) -> tuple[dict, dict]:
+    import torch
+
+    out, codes = {}, {}
+    for i, j in itertools.product(range(len(CASES)), range(len(FAMILIES))):
+        c = CASES[i]
+        q, k, v = (torch.from_numpy(x.astype(np.uint16).view(np.int16)).view(torch.bfloat16).cuda()
+                   for x in qkv_codes(i, j))
+        name = case_name(i, FAMILIES[j])
+        try:
+            if backend == "flex":
+                o, lse, code = _flex(q, k, v, c["causal"], codes)
+            elif backend == "flash":
+                r = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c["causal"], False)
+                o, lse, code = r[0], r[1], None
+            elif backend == "efficient":
+                r = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, c["causal"])
+                o, lse, code = r[0], r[1], None
+            else:
+                r = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, c["causal"], False)
+                o, lse, code = r[0], r[1], None
+        except Exception as e:  # noqa: BLE001 - a backend that refuses a case: recorded as refused
+            out[f"error_{name}"] = f"{type(e).__name__}: {e}"[:2000]
+            continue
+        torch.cuda.synchronize()
+        out[f"o_{name}"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+        out[f"lse_{name}"] = lse.float().contiguous().cpu().numpy().view(np.uint32)
+        out[f"oshape_{name}"] = np.array(o.shape)
+        out[f"ostride_{name}"] = np.array(o.stride())
+    return out, codes
+
+
+_FLEX = {}
+
+
+def _flex(q, k, v, causal, codes):
+    import torch
+    from torch._inductor.utils import run_and_get_code
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    key = (tuple(q.shape), causal)
+    if key not in _FLEX:
+        _FLEX[key] = torch.compile(lambda q, k, v, bm: flex_attention(q, k, v, block_mask=bm, return_lse=True),
+                                   dynamic=False)
+    B, H, S, D = q.shape
+    bm = None
+    if causal:
+        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
+    name = f"{tuple(q.shape)}_{'causal' if causal else 'full'}"
+    if name not in codes:
+        (o, lse), srcs = run_and_get_code(_FLEX[key], q, k, v, bm)
+        codes[name] = "\n\n# ----- next source -----\n\n".join(srcs)
+    else:
+        o, lse = _FLEX[key](q, k, v, bm)
+    return o, lse, None
+
+
+def _child(backend: str, out: str) -> int:
+    import torch
+
+    arrays, codes = _run_backend(backend)
+    errors = {k[6:]: v for k, v in arrays.items() if k.startswith("error_")}
+    np.savez_compressed(Path(out) / f"attention_{backend}.npz", **{k: v for k, v in arrays.items()
+                                                                     if not k.startswith("error_")})
+    print(json.dumps({"backend": backend, "errors": errors, "codes": codes, "torch": torch.__version__,
+                      "triton": __import__("triton").__version__, "device": torch.cuda.get_device_name(),
+                      "cudnn": torch.backends.cudnn.version()}))
+    return 0
+
+
+def record(out: str, seconds: float, backends) -> int:
+    import os
+    import tempfile
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    t0, rows = time.time(), []
+    for b in backends:
+        left = seconds - (time.time() - t0)
+        if left < 20:
+            print(f"{b}: skipped (time)", flush=True)
+            continue
+        cache = tempfile.mkdtemp(prefix=f"attn_{b}_")
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=cache + "_triton")
+        try:
+            r = subprocess.run([sys.executable, "-m", "gpu.record.attention", "--child", b, "--out", out],
+                               capture_output=True, text=True, timeout=left, env=env)
+        except subprocess.TimeoutExpired:
+            print(f"{b}: timed out", flush=True)
+            continue
+        if r.returncode != 0:
+            print(f"{b}: failed: {r.stderr[-3000:]}", flush=True)
+            (Path(out) / f"attention_{b}_error.txt").write_text(r.stderr[-30000:])
+            continue
+        row = json.loads(r.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"{b}: ok at {time.time() - t0:.0f} s; refused: {sorted(row['errors'])[:4]}", flush=True)
+        (Path(out) / "attention.json").write_text(json.dumps({"seed": SEED, "families": FAMILIES, "cases": CASES,
+                                                              "case_index": CASE_INDEX, "runs": rows}))
+    return 0 if rows else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seconds", type=float, default=300)
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return _child(a.child, a.out)
+    return record(a.out, a.seconds, a.backends.split(","))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
