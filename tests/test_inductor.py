@@ -226,3 +226,38 @@ def test_wgref_golden_inductor_addmm_and_bmm(tmp_path):
         d = np.load(tmp_path / "d.npy")
         first = d.reshape(-1, d.shape[-2], d.shape[-1])[0]
         assert np.array_equal(first[:16, :16].view(np.uint16), arrays[f"corner{i}"][0]), op
+
+
+def test_a_template_from_its_configuration_equals_the_generated_source():
+    """make_template (op, dtype, blocks, warps, stages, pattern, recorded epilogue) computes what the recorded
+    source does, on every recorded call (first family)."""
+    from refmodel.golden import inductor as ind
+    from refmodel.verify.replay_golden import inductor_template_args
+
+    for file in ("scaled_mm.npz", "scaled_mm_tensor.npz", "templates.npz"):
+        e, arrays, codes = _entry(file)
+        for i, (c, code) in enumerate(zip(e["meta"]["calls"], codes)):
+            t = c["template"]
+            cfg = dict(block_m=t["BLOCK_M"], block_n=t["BLOCK_N"], block_k=t["BLOCK_K"], num_warps=t["num_warps"],
+                       num_stages=t["num_stages"], pattern=t["pattern"])
+            if file == "templates.npz":
+                x = inductor_template_args(e["meta"], c, 0)
+                op = {"mm_relu": "mm"}.get(c["op"], c["op"])
+                epi = {"addmm": "bias", "mm_relu": "relu"}.get(c["op"], "none")
+                out = {"bf16": "bf16", "f16": "fp16", "f32": "fp32"}[c["dtype"]]
+                tm = ind.make_template(op, dtype=c["dtype"], epilogue=epi, out=out,
+                                       allow_tf32=bool(c["options"].get("allow_tf32")), **cfg)
+                a, b = (x["a"], x["b"]) if op == "bmm" else (x["a"][0], x["b"][0])
+                inputs = {"in_ptr0": x["bias"]} if "bias" in x else None
+                got, want = ind.template_output(a, b, inputs, template=tm), ind.template_output(a, b, inputs, code=code)
+            else:
+                M, K, N = c["shape"]
+                ac, bc = matrix_codes("e4m3", "e4m3", "narrow", e["meta"]["seed"], 2 * c["index"], (M, K, N))
+                a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
+                tensor = c.get("scaling", "row") == "tensor"
+                sa = np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1))
+                sb = np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N))
+                tm = ind.make_template("scaled_mm", dtype="e4m3", epilogue="tensor_scales" if tensor else "row_scales",
+                                       **cfg)
+                got, want = ind.scaled_mm(a, b, sa, sb, template=tm), ind.scaled_mm(a, b, sa, sb, code=code)
+            assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8)), c["name"]

@@ -291,3 +291,53 @@ def scaled_mm(a, b, scale_a, scale_b, *, code: Optional[str] = None, template: O
     if len(t.inputs) != 2:
         raise InputError(f"the _scaled_mm template loads {len(t.inputs)} inputs besides a and b, expected 2 (scales)")
     return template_output(a, b, dict(zip(t.inputs, (sa, sb))), template=t)
+
+
+#: the recorded epilogues (torch 2.11), as the lines Inductor generated them (fixtures/inductor)
+EPILOGUES = {
+    "none": ("tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc, mask)",),
+    "bias": ("tmp0 = tl.load(in_ptr0 + (tl.broadcast_to(idx_n, [BLOCK_M, BLOCK_N])), mask, "
+             "eviction_policy='evict_last').to(tl.float32)", "tmp1 = acc + tmp0",
+             "tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), tmp1, mask)"),
+    "relu": ("tmp0 = tl.full([1], 0, tl.int32)", "tmp1 = triton_helpers.maximum(tmp0, acc)",
+             "tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), tmp1, mask)"),
+    "row_scales": ("tmp0 = tl.load(in_ptr2 + (tl.broadcast_to(idx_m, [BLOCK_M, BLOCK_N])), mask, "
+                   "eviction_policy='evict_last')",
+                   "tmp1 = tl.load(in_ptr3 + (tl.broadcast_to(idx_n, [BLOCK_M, BLOCK_N])), mask, "
+                   "eviction_policy='evict_last')", "tmp2 = tmp0 * tmp1", "tmp3 = acc * tmp2",
+                   "tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), tmp3, mask)"),
+    "tensor_scales": ("tmp0 = tl.load(in_ptr2 + (0))", "tmp1 = tl.broadcast_to(tmp0, [BLOCK_M, BLOCK_N])",
+                      "tmp2 = tl.load(in_ptr3 + (0))", "tmp3 = tl.broadcast_to(tmp2, [BLOCK_M, BLOCK_N])",
+                      "tmp4 = tmp1 * tmp3", "tmp5 = acc * tmp4",
+                      "tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), tmp5, mask)"),
+}
+_KERNELS = {"mm": "triton_tem_fused_mm_0", "addmm": "triton_tem_fused_addmm_0", "bmm": "triton_tem_fused_bmm_0",
+            "scaled_mm": "triton_tem_fused__scaled_mm_0"}
+_IN_TYPES = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "e4m3": "fp8e4nv"}
+
+
+def make_template(op: str, *, dtype: str, block_m: int, block_n: int, block_k: int, num_warps: int,
+                  num_stages: int, pattern: str = "add", epilogue: str = "none", out: str = "bf16",
+                  allow_tf32: bool = False) -> Template:
+    """A :class:`Template` from a configuration instead of a generated source: ``op`` (mm, addmm, bmm,
+    scaled_mm), the inputs' ``dtype`` (bf16, f16, f32, e4m3), the block shapes, warps and stages the autotuner
+    picked, the main loop ``pattern`` and one of the recorded :data:`EPILOGUES` (none, bias, relu, row_scales,
+    tensor_scales)."""
+    if op not in _KERNELS:
+        raise InputError(f"op must be one of {', '.join(_KERNELS)}, got {op!r}")
+    if dtype not in _IN_TYPES:
+        raise InputError(f"dtype must be one of {', '.join(_IN_TYPES)}, got {dtype!r}")
+    if epilogue not in EPILOGUES:
+        raise InputError(f"epilogue must be one of the recorded {', '.join(EPILOGUES)}, got {epilogue!r}")
+    if out not in _OUT:
+        raise InputError(f"out must be one of {', '.join(_OUT)}, got {out!r}")
+    if pattern not in ("add", "dot_acc"):
+        raise InputError(f"pattern must be 'add' (acc += tl.dot(a, b)) or 'dot_acc', got {pattern!r}")
+    inputs = {"bias": ("in_ptr0",), "row_scales": ("in_ptr2", "in_ptr3"), "tensor_scales": ("in_ptr2", "in_ptr3")}
+    itype = _IN_TYPES[dtype]
+    sig = [("arg_A", "*" + itype), ("arg_B", "*" + itype)]
+    sig += [(n, "*" + (itype if epilogue == "bias" else "fp32")) for n in inputs.get(epilogue, ())]
+    sig.append(("out_ptr0", "*" + out))
+    return Template(_KERNELS[op], int(block_m), int(block_n), int(block_k), int(num_warps), int(num_stages),
+                    pattern == "dot_acc", pattern, EPILOGUES[epilogue], out, bool(allow_tf32), True, tuple(sig),
+                    op == "bmm")

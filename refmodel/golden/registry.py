@@ -53,7 +53,9 @@ GOLDEN_MODELS: tuple[GoldenModel, ...] = (
                 notes="wgmma or mma.sync as Triton 3.6 lowers BLOCK_M/N/K and num_warps (FP8 needs them); "
                       "acc += dot; FP8 pairs mixed or not"),
     GoldenModel("inductor", "torch.compile max-autotune Triton templates (torch 2.11): mm, addmm, bmm, _scaled_mm",
-                "refmodel.golden.inductor:template_output", cli_options=("--code", "--scale-a", "--scale-b", "--bias"),
+                "refmodel.golden.inductor:template_output",
+                cli_options=("--code", "--scale-a", "--scale-b", "--bias", "--op", "--epilogue", "--block-m", "--block-n",
+                             "--block-k", "--num-warps", "--num-stages", "--pattern", "--input-precision"),
                 recorder="gpu.record.inductor", fixtures=("inductor",), dtypes=("e4m3", "bf16", "f16", "f32"),
                 notes="from the generated source (run_and_get_code); epilogues line by line (scales, bias, relu); "
                       "unrecorded lines, masked K and persistent TMA templates refused"),

@@ -45,7 +45,8 @@ def _check_options(args) -> None:
              "--alpha": args.alpha, "--beta": args.beta, "--recipe": args.recipe, "--granularity": args.granularity,
              "--grad-y": args.grad_y, "--block-m": args.block_m, "--block-n": args.block_n,
              "--num-warps": args.num_warps, "--num-stages": args.num_stages,
-             "--pattern": None if args.pattern == "dot_acc" else args.pattern, "--code": args.code}
+             "--pattern": None if args.pattern == "dot_acc" else args.pattern, "--code": args.code,
+             "--op": args.op, "--epilogue": args.epilogue}
     _TAKES = _takes()
     if getattr(args, "schedule", None) is not None:
         clash = [o for o in _MODEL_OPTIONS if given[o] is not None]
@@ -56,6 +57,9 @@ def _check_options(args) -> None:
     if bad:
         rule = "; ".join(f"{o} is for {', '.join(_TAKES[o])}" for o in bad)
         raise UsageError(f"wgref golden {args.library} does not take {', '.join(bad)} ({rule})")
+    if args.code is not None and args.op is not None:
+        raise UsageError("wgref golden inductor: give --code (the generated source) or --op (a configuration), "
+                         "not both")
     if args.kernel is not None and args.splits is not None:
         raise UsageError("wgref golden cublas: give --kernel (the schedule from the kernel names) or --splits, "
                          "not both")
@@ -153,28 +157,42 @@ def _golden(args) -> int:
     elif args.library == "inductor":
         from refmodel.golden.inductor import scaled_mm as inductor_scaled_mm
 
-        if args.code is None:
-            raise UsageError("wgref golden inductor needs --code (Inductor's generated source, from "
-                             "torch._inductor.utils.run_and_get_code)")
-        try:
-            code = open(args.code, encoding="utf-8").read()
-        except OSError as e:
-            raise UsageError(f"cannot read --code {args.code!r:.80}: {e.strerror}") from None
         from refmodel.golden import inductor as ind
 
-        t = ind.parse_template(code)
+        if args.code is not None:
+            try:
+                code = open(args.code, encoding="utf-8").read()
+            except OSError as e:
+                raise UsageError(f"cannot read --code {args.code!r:.80}: {e.strerror}") from None
+            t = ind.parse_template(code)
+        elif args.op is not None:
+            need = {"--block-m": args.block_m, "--block-n": args.block_n, "--block-k": args.block_k,
+                    "--num-warps": args.num_warps, "--num-stages": args.num_stages}
+            missing = [k for k, v in need.items() if v is None]
+            if missing:
+                raise UsageError(f"wgref golden inductor --op needs {', '.join(missing)} (the picked template)")
+            t = ind.make_template(args.op, dtype=args.dtype, block_m=args.block_m, block_n=args.block_n,
+                                  block_k=args.block_k, num_warps=args.num_warps, num_stages=args.num_stages,
+                                  pattern=args.pattern, epilogue=args.epilogue or "none",
+                                  out={"f32": "fp32", "f16": "fp16", "bf16": "bf16"}[args.out_dtype],
+                                  allow_tf32=args.input_precision == "tf32")
+            code = None
+        else:
+            raise UsageError("wgref golden inductor needs --code (Inductor's generated source, from "
+                             "torch._inductor.utils.run_and_get_code) or --op with the template's configuration")
+        kw = {"code": code} if code is not None else {"template": t}
         aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
         if t.kernel.startswith("triton_tem_fused__scaled_mm"):      # B given as (N, K), like golden scaled-mm
             d = inductor_scaled_mm(aa, np.ascontiguousarray(bb.T), _scale(args.scale_a, "--scale-a"),
-                                   _scale(args.scale_b, "--scale-b"), code=code)
+                                   _scale(args.scale_b, "--scale-b"), **kw)
         elif t.kernel.startswith("triton_tem_fused_addmm"):
             if args.bias is None:
                 raise UsageError("this addmm template needs --bias (the (N,) bias, of the inputs' type)")
-            d = ind.addmm(_as_dtype(load_array(args.bias), "bias", args.dtype), aa, bb, code=code)
+            d = ind.addmm(_as_dtype(load_array(args.bias), "bias", args.dtype), aa, bb, **kw)
         elif t.kernel.startswith("triton_tem_fused_bmm"):
-            d = ind.bmm(aa, bb, code=code)
+            d = ind.bmm(aa, bb, **kw)
         else:
-            d = ind.mm(aa, bb, code=code)
+            d = ind.mm(aa, bb, **kw)
     elif args.library == "cutlass":
         from refmodel.golden import cutlass_dense_gemm
 
@@ -376,6 +394,11 @@ def add_golden_parser(sub) -> None:
     g.add_argument("--code", default=None, metavar="PY",
                    help="inductor: the generated source (torch._inductor.utils.run_and_get_code); its template "
                    "(mm, addmm with --bias, bmm, _scaled_mm with --scale-a/--scale-b) decides the call")
+    g.add_argument("--op", default=None, choices=["mm", "addmm", "bmm", "scaled_mm"],
+                   help="inductor without --code: the template (with --block-m/n/k, --num-warps, --num-stages, "
+                   "--pattern, --epilogue)")
+    g.add_argument("--epilogue", default=None, choices=["none", "bias", "relu", "row_scales", "tensor_scales"],
+                   help="inductor --op: one of the recorded epilogues")
     g.add_argument("--pattern", default="dot_acc", choices=["dot_acc", "add"],
                    help="triton: acc = tl.dot(a, b, acc) (dot_acc, default) or acc += tl.dot(a, b) (add)")
     g.add_argument("--input-precision", default=None, choices=["tf32", "tf32x3", "ieee"],
