@@ -823,12 +823,22 @@ def _main(argv=None) -> int:
                        "multiply-add kernels) in the patched interpreter and compare with the H200's bits")
     r.add_argument("--family", action="append", default=None, help="only this input family (repeatable)")
     r.add_argument("--plain", action="store_true", help="Triton's own interpreter, unpatched (for contrast)")
+    r.add_argument("--only", default=None, help="these replays only, comma-separated: lowering, inductor, spellings, "
+                   "elementwise (default: all)")
     a = ap.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"          # before triton is imported
-    runs, bad = replay_fixtures(a.family, numerics=not a.plain)
+    parts = ("lowering", "inductor", "spellings", "elementwise")
+    only = a.only.split(",") if a.only else list(parts)
+    if set(only) - set(parts):
+        ap.error(f"--only takes {', '.join(parts)}, got {a.only!r}")
+    bad = 0
+    if "lowering" in only:
+        bad += replay_fixtures(a.family, numerics=not a.plain)[1]
     if not a.plain and not a.family:
-        for fn in (replay_inductor, replay_spellings, replay_elementwise):
-            bad += fn()[1]
+        for name, fn in (("inductor", replay_inductor), ("spellings", replay_spellings),
+                         ("elementwise", replay_elementwise)):
+            if name in only:
+                bad += fn()[1]
     return 1 if bad else 0
 
 
