@@ -195,3 +195,39 @@ def test_the_pytest_fixture(tmp_path):
                        capture_output=True, text=True, timeout=300,
                        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_float_reductions_are_refused_integer_ones_run():
+    """numpy's summation order is not the GPU's: tl.sum / tl.max / tl.cumsum over floats are refused in one
+    sentence; over integers (exact) they run."""
+    r = _python("""
+        import numpy as np, triton, triton.language as tl, wgref.triton as WT
+
+        @triton.jit
+        def rsum(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.store(y_ptr, tl.sum(tl.load(x_ptr + r), 0))
+
+        @triton.jit
+        def rmax(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.store(y_ptr, tl.max(tl.load(x_ptr + r), 0))
+
+        @triton.jit
+        def rscan(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.store(y_ptr + r, tl.cumsum(tl.load(x_ptr + r), 0))
+
+        with WT.interpret():
+            for k in (rsum, rmax, rscan):
+                try:
+                    k[(1,)](np.ones(16, np.float32), np.zeros(16, np.float32), N=16)
+                    raise SystemExit(f"{k.fn.__name__}: a float reduction was not refused")
+                except Exception as e:
+                    assert "not modelled" in str(e) and "fp32" in str(e), str(e)
+            y = np.zeros(16, np.int32)
+            rsum[(1,)](np.arange(16, dtype=np.int32), y, N=16)
+            assert y[0] == 120
+        print("ok")
+    """)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout[-1000:] + r.stderr[-3000:]

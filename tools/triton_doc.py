@@ -95,8 +95,9 @@ spellings of `refmodel.sfu` (`docs/sfu.md`), recorded on the H200 over all 2^32 
 for the divisions) — and `tl.sigmoid` is their composition; a float32 multiply feeding an add or a subtract is
 the `fma.rn.f32` Triton's compiler contracts it to (recorded: `fixtures/triton/elementwise.npz`, 7 expressions
 on 4,194,304 adversarial pairs each, `wgref verify --feature triton`). What it cannot run bit-exactly is
-refused in one sentence: `tl.erf` and other libdevice calls, float min/max, f16 multiply-adds, FP8 casts in the
-kernel body.
+refused in one sentence: float reductions and scans (`tl.sum`, `tl.max`, `tl.cumsum` over floats: the order
+Triton compiles for the tensor's layout is not modelled yet; over integers they run), `tl.erf` and other
+libdevice calls, float min/max, f16 multiply-adds, FP8 casts in the kernel body.
 
 `python -m wgref.triton replay` runs the very kernel sources recorded on the GPU in the patched interpreter
 and compares each whole output with the H200's:

@@ -23,7 +23,8 @@ FP8 and bf16 casts truncate or round half up, and its f32 arithmetic keeps NaN p
   (recorded: fixtures/triton/elementwise.npz, :func:`replay_elementwise`);
 
 and everything it cannot model exactly is refused with one sentence naming it (:class:`NotModelled`):
-``tl.erf`` and other libdevice calls, float min/max and ``%``, f16 multiply-adds, FP8 casts in the kernel body,
+float reductions and scans (``tl.sum``, ``tl.max``, ``tl.cumsum`` ... over floats: their order on the GPU is
+not modelled yet), ``tl.erf`` and other libdevice calls, float min/max and ``%``, f16 multiply-adds, FP8 casts in the kernel body,
 f64 and integer dots.  Inductor's templates (:func:`interpret_template`) run with Inductor's own
 ``triton_helpers.maximum``/``minimum`` semantics.
 
@@ -221,6 +222,17 @@ def _make_pending_mul(TensorHandle):
     return PendingMul
 
 
+def _float_refusing(orig, what: str):
+    def apply_impl(self, input):
+        for x in input:
+            if x.dtype.scalar.is_floating():
+                raise NotModelled(f"{what} over {x.dtype.scalar} is not modelled by wgref's Triton interpreter (the "
+                                  f"reduction order Triton compiles for the tensor's layout was not recorded); run the "
+                                  f"kernel on the GPU")
+        return orig(self, input)
+    return apply_impl
+
+
 def _refuse(what: str):
     def op(self, *args, **kwargs):
         raise NotModelled(f"{what} is not modelled by wgref's Triton interpreter (its lowering on sm_90 was not "
@@ -385,6 +397,11 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
             restore()
         return
     patch(B, "create_dot", create_dot)
+    # float reductions and scans: the order Triton compiles (per thread, then warp shuffles, then shared memory)
+    # is not modelled yet, and numpy's order is not the GPU's: refused (integer ones are exact and run)
+    for cls, what in ((I.ReduceOps, "tl.sum / tl.max / tl.min / tl.reduce"),
+                      (I.ScanOps, "tl.cumsum / tl.associative_scan")):
+        patch(cls, "apply_impl", _float_refusing(cls.apply_impl, what))
     patch(B, "create_fadd", float_binary(np.add, "add"))
     patch(B, "create_fsub", float_binary(np.subtract, "sub"))
     patch(B, "create_fmul", float_binary(np.multiply, "mul"))
