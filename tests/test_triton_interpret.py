@@ -218,6 +218,11 @@ def test_float_reductions_are_refused_integer_ones_run():
             r = tl.arange(0, N)
             tl.store(y_ptr + r, tl.cumsum(tl.load(x_ptr + r), 0))
 
+        @triton.jit
+        def atom(x_ptr, y_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.atomic_add(y_ptr + r * 0, tl.load(x_ptr + r))
+
         with WT.interpret():
             for k in (rsum, rmax, rscan):
                 try:
@@ -228,6 +233,11 @@ def test_float_reductions_are_refused_integer_ones_run():
             y = np.zeros(16, np.int32)
             rsum[(1,)](np.arange(16, dtype=np.int32), y, N=16)
             assert y[0] == 120
+            try:
+                atom[(2,)](np.ones(16, np.float32), np.zeros(1, np.float32), N=16)
+                raise SystemExit("a float atomic was not refused")
+            except Exception as e:
+                assert "float atomic" in str(e), str(e)
         print("ok")
     """)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout[-1000:] + r.stderr[-3000:]

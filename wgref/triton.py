@@ -24,7 +24,7 @@ FP8 and bf16 casts truncate or round half up, and its f32 arithmetic keeps NaN p
 
 and everything it cannot model exactly is refused with one sentence naming it (:class:`NotModelled`):
 float reductions and scans (``tl.sum``, ``tl.max``, ``tl.cumsum`` ... over floats: their order on the GPU is
-not modelled yet), ``tl.erf`` and other libdevice calls, float min/max and ``%``, f16 multiply-adds, FP8 casts in the kernel body,
+not modelled yet), float atomics, ``tl.erf`` and other libdevice calls, float min/max and ``%``, f16 multiply-adds, FP8 casts in the kernel body,
 f64 and integer dots.  Inductor's templates (:func:`interpret_template`) run with Inductor's own
 ``triton_helpers.maximum``/``minimum`` semantics.
 
@@ -402,6 +402,15 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
     for cls, what in ((I.ReduceOps, "tl.sum / tl.max / tl.min / tl.reduce"),
                       (I.ScanOps, "tl.cumsum / tl.associative_scan")):
         patch(cls, "apply_impl", _float_refusing(cls.apply_impl, what))
+    orig_rmw = B.create_atomic_rmw
+
+    def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+        if val.dtype.scalar.is_floating():
+            raise NotModelled(f"a float atomic ({val.dtype.scalar}) is not modelled by wgref's Triton interpreter: the "
+                              f"order the GPU applies them in is not deterministic")
+        return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
+
+    patch(B, "create_atomic_rmw", create_atomic_rmw)
     patch(B, "create_fadd", float_binary(np.add, "add"))
     patch(B, "create_fsub", float_binary(np.subtract, "sub"))
     patch(B, "create_fmul", float_binary(np.multiply, "mul"))
