@@ -453,7 +453,11 @@ SPELLINGS = {
 
 def run_spelling(spelling: str, *xs) -> np.ndarray:
     """float32 result of a recorded Triton spelling (refmodel.numerics.sfu.spelled) on float32 arrays."""
-    from refmodel.numerics.sfu import spelled_unit as su
+    from refmodel.numerics.sfu.unit import spelled
+
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32) for x in xs]
+    return spelled(spelling, *words).view(np.float32).reshape(shape)
 
     shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
     words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32).ravel()
