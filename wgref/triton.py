@@ -459,23 +459,6 @@ def run_spelling(spelling: str, *xs) -> np.ndarray:
     words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32) for x in xs]
     return spelled(spelling, *words).view(np.float32).reshape(shape)
 
-    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
-    words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32).ravel()
-             .astype(np.int64) for x in xs]
-    out = np.empty(words[0].size, np.int64)
-    if len(xs) == 1:
-        su.map_unary(su.UN_NAMES.index(spelling), words[0], out)
-    else:
-        su.map_binary(su.BI_NAMES.index(spelling), words[0], words[1], out)
-    return out.astype(np.uint32).view(np.float32).reshape(shape)
-
-#: how Triton 3.6 lowers float32 elementwise ops on sm_90 (read from its PTX; the interpreter runs these)
-ELEMENTWISE_PTX = {
-    "tl.exp(x)": ("mul.f32", "ex2.approx.f32"), "tl.exp2(x)": ("ex2.approx.ftz.f32",), "x / z": ("div.full.f32",),
-    "tl.sqrt(x)": ("sqrt.approx.ftz.f32",), "tl.rsqrt(x)": ("rsqrt.approx.ftz.f32",),
-    "tl.math.div_rn(x, z)": ("div.rn.f32",), "tl.sqrt_rn(x)": ("sqrt.rn.f32",), "x * z + x": ("fma.rn.f32",),
-    "x * z - x": ("fma.rn.f32",), "x - x * z": ("fma.rn.f32",),
-}
 
 
 class NotRecordedWarning(UserWarning):
