@@ -460,6 +460,14 @@ def run_spelling(spelling: str, *xs) -> np.ndarray:
     return spelled(spelling, *words).view(np.float32).reshape(shape)
 
 
+#: how Triton 3.6 lowers float32 elementwise ops on sm_90 (read from its PTX; the interpreter runs these)
+ELEMENTWISE_PTX = {
+    "tl.exp(x)": ("mul.f32", "ex2.approx.f32"), "tl.exp2(x)": ("ex2.approx.ftz.f32",), "x / z": ("div.full.f32",),
+    "tl.sqrt(x)": ("sqrt.approx.ftz.f32",), "tl.rsqrt(x)": ("rsqrt.approx.ftz.f32",),
+    "tl.math.div_rn(x, z)": ("div.rn.f32",), "tl.sqrt_rn(x)": ("sqrt.rn.f32",), "x * z + x": ("fma.rn.f32",),
+    "x * z - x": ("fma.rn.f32",), "x - x * z": ("fma.rn.f32",),
+}
+
 
 class NotRecordedWarning(UserWarning):
     """An op the interpreter runs from Triton's PTX and refmodel's instruction models, whose use in a Triton kernel
