@@ -1,0 +1,182 @@
+"""Golden models of attention forward kernels on sm_90 (the attention issue) — in progress.
+
+:func:`sdpa` is the public entry point. It refuses every call until a backend's schedule has been recorded
+on the H200 (``fixtures/attention``, ``gpu.record.attention``). A model that was not recorded must not return
+bits as if they were the hardware's.
+
+:func:`fa2_forward_draft` is the schedule of the FlashAttention-2 kernels that torch's ``flash`` backend runs
+on sm_90. It was read from the source (Dao-AILab/flash-attention v2.7.4, which PyTorch 2.9 to 2.11 builds with
+``UNFUSE_FMA`` and without fast math) and is written with refmodel's recorded parts:
+
+* ``S = Q Kᵀ`` is a chain of ``mma.sync.m16n8k16`` bf16 fused dots over the head dimension;
+* ``p = exp2f(__fmul_rn(s, scale·log2 e) − max·scale·log2 e)`` uses the ``cuda:exp2f`` spelling;
+* P is rounded to bf16 (``cvt.rn``) for ``acc_o += P V`` (a chain over the key block);
+* each thread keeps a running sum of its own columns (``col = 8j + 2(lane % 4) + {0, 1}``) in float32;
+  the quad reduction ``(s0 + s2) + (s1 + s3)`` is taken once, at the end;
+* key blocks run from the last one down to the first; the rescale is ``exp2f((m_prev − m_cur)·scale·log2 e)``;
+* the end: ``o = bf16(acc_o · (1/sum))`` and ``lse = m·scale + __logf(sum)``.
+
+Three places where nvcc may contract a multiply into an add are not established from the source. They are
+parameters (``contract``) until the recordings decide them:
+
+* ``"max"``: ``s·c − m·c`` computed as one FFMA;
+* ``"sum"``: ``row_sum·scale + p₀`` computed as one FFMA;
+* ``"lse"``: ``m·scale + log`` computed as one FFMA.
+
+The split-KV kernel (chosen for small batch × heads) is not modelled either.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import InputError
+
+#: ATen FA2 on sm_90, bf16, no dropout: head dim -> (kBlockM, kBlockN, warps) (flash_fwd_launch_template.h)
+FA2_TRAITS = {64: (128, 128, 4), 128: (128, 64, 4)}
+_MMA = "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"   # mma.sync m16n8k16 bf16: the same fused dot
+_LOG2E = math.log2(math.e)
+BACKENDS = ("flash", "efficient", "cudnn")
+
+
+def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"):
+    """``torch.nn.functional.scaled_dot_product_attention``'s output (and LSE) for one backend, bit for bit.
+    Refused until the backend is recorded on the H200."""
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    raise InputError(f"the {backend} backend of scaled_dot_product_attention was not recorded on the H200 yet: "
+                     "wgref does not model it (gpu.record.attention records it)")
+
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+def _mul(a, b) -> np.ndarray:
+    from ..numerics.promotion import canonical_nan_f32
+
+    with np.errstate(all="ignore"):
+        return canonical_nan_f32(np.multiply(_f32(a), _f32(b), dtype=np.float32))
+
+
+def _add(a, b) -> np.ndarray:
+    from ..numerics.promotion import canonical_nan_f32
+
+    with np.errstate(all="ignore"):
+        return canonical_nan_f32(np.add(_f32(a), _f32(b), dtype=np.float32))
+
+
+def _fma(a, b, c) -> np.ndarray:
+    from ..numerics.promotion import fma_f32_array
+
+    return fma_f32_array(a, b, c)
+
+
+def _spelled(name: str, x) -> np.ndarray:
+    from ..numerics.sfu.unit import spelled
+
+    x = np.ascontiguousarray(_f32(x))
+    return spelled(name, x.view(np.uint32)).view(np.float32).reshape(x.shape)
+
+
+def _chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``c + a·b`` as a chain of k16 bf16 fused dots (rows padded to 64, columns to 8)."""
+    from ..numerics.gemm import gemm
+
+    M, N = c.shape
+    Mp, Np = -(-M // 64) * 64, -(-N // 8) * 8
+    A = np.zeros((Mp, a.shape[1]), a.dtype)
+    A[:M] = a
+    B = np.zeros((b.shape[0], Np), b.dtype)
+    B[:, :N] = b
+    C = np.zeros((Mp, Np), np.float32)
+    C[:M, :N] = c
+    return gemm(A, B, C, instr=_MMA)[:M, :N]
+
+
+def _bf16(x) -> np.ndarray:
+    from ..numerics.gemm import _convert
+
+    return _convert(np.ascontiguousarray(_f32(x)), np.dtype(ml_dtypes.bfloat16))
+
+
+def _thread_of_column(n: int) -> np.ndarray:
+    """The quad lane (0..3) that holds each column of an mma.sync C fragment row."""
+    return (np.arange(n) % 8) // 2
+
+
+def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=()) -> tuple[np.ndarray, np.ndarray]:
+    """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head:
+    ``(o (Sq, D) bf16, lse (Sq,) float32)``.  A draft: not checked against the hardware yet."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
+        raise InputError("q, k and v must be bfloat16")
+    Sq, D = q.shape
+    Sk = k.shape[0]
+    if D not in FA2_TRAITS:
+        raise InputError(f"head dim {D} is not among the modelled {sorted(FA2_TRAITS)}")
+    bm, bn, _ = FA2_TRAITS[D]
+    ss = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
+    sl2 = np.float32(float(ss) * _LOG2E)                       # params.scale_softmax_log2 (host, double)
+    lane = _thread_of_column(bn)
+    o = np.zeros((Sq, D), ml_dtypes.bfloat16)
+    lse = np.zeros(Sq, np.float32)
+    for m0 in range(0, Sq, bm):
+        rows = np.arange(m0, min(m0 + bm, Sq))
+        n_max = -(-Sk // bn)
+        if is_causal:
+            n_max = min(n_max, -(-min(Sk, m0 + bm + Sk - Sq) // bn))
+        acc = np.zeros((rows.size, D), np.float32)
+        row_max = np.full(rows.size, -np.inf, np.float32)
+        part = np.zeros((rows.size, 4), np.float32)          # each quad lane's running sum
+        for i, n in enumerate(range(n_max - 1, -1, -1)):
+            cols = np.arange(n * bn, (n + 1) * bn)
+            kb = np.zeros((bn, D), k.dtype)
+            vb = np.zeros((bn, D), v.dtype)
+            ok = cols < Sk
+            kb[ok], vb[ok] = k[cols[ok]], v[cols[ok]]
+            s = _chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32))
+            masked = ~ok[None, :]
+            if is_causal:
+                masked = masked | (cols[None, :] >= np.minimum(Sk, rows[:, None] + 1 + Sk - Sq))
+            s = np.where(masked, np.float32(-np.inf), s)
+            prev = row_max
+            with np.errstate(invalid="ignore"):
+                cur = np.fmax(prev, np.fmax.reduce(s, axis=1)) if i else np.fmax.reduce(s, axis=1)
+            row_max = cur.astype(np.float32)
+            if i:
+                m_cur = np.where(row_max == -np.inf, np.float32(0), row_max) if is_causal else row_max
+                r = _spelled("cuda:exp2f(x)", _mul(_add(prev, -m_cur), sl2))
+                part = _mul(part, r[:, None]) if "sum" not in contract else part
+                acc = _mul(acc, r[:, None])
+            ms = np.where(row_max == -np.inf, np.float32(0), _mul(row_max, sl2))
+            if "max" in contract:
+                t = _fma(-row_max[:, None], np.broadcast_to(sl2, s.shape), _mul(s, sl2))
+                t = np.where((row_max == -np.inf)[:, None], _mul(s, sl2), t)
+            else:
+                t = _add(_mul(s, sl2), -ms[:, None])
+            p = _spelled("cuda:exp2f(x)", t)
+            for q4 in range(4):                                 # each lane: its columns in register order
+                mine = p[:, lane == q4]
+                first = mine[:, 0]
+                if i and "sum" in contract:
+                    acc0 = _fma(part[:, q4], r, first)
+                else:
+                    acc0 = _add(part[:, q4], first) if i else first
+                for j in range(1, mine.shape[1]):
+                    acc0 = _add(acc0, mine[:, j])
+                part[:, q4] = acc0
+            pb = _bf16(p)                                       # cvt.rn.bf16x2.f32
+            acc = _chain(pb, vb, acc)
+        total = _add(_add(part[:, 0], part[:, 2]), _add(part[:, 1], part[:, 3]))
+        bad = (total == 0) | np.isnan(total)
+        with np.errstate(all="ignore"):
+            inv = np.where(bad, np.float32(1), _spelled("cuda:1.0f / x", total))
+        o[rows] = _bf16(_mul(acc, inv[:, None]))
+        lg = _spelled("cuda:__logf(x)", np.where(bad, np.float32(1), total))
+        body = _fma(row_max, np.broadcast_to(ss, row_max.shape), lg) if "lse" in contract else _add(_mul(row_max, ss), lg)
+        lse[rows] = np.where(bad, np.float32(np.inf), body)
+    return o, lse

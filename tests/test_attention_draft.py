@@ -1,0 +1,58 @@
+"""refmodel.golden.attention: the public sdpa refuses until a backend is recorded; the FA2 draft schedule is an
+attention (close to the float64 softmax), exact where the arithmetic is exact, and its open contraction choices
+are distinguishable (so recordings can decide them)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from refmodel.errors import InputError
+from refmodel.golden.attention import fa2_forward_draft, sdpa
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _qkv(S, D, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((S, D)).astype(BF16) for _ in range(3))
+
+
+def test_sdpa_refuses_until_recorded():
+    q, k, v = _qkv(128, 64)
+    with pytest.raises(InputError, match="was not recorded on the H200"):
+        sdpa(q, k, v)
+    with pytest.raises(InputError, match="backend must be one of"):
+        sdpa(q, k, v, backend="math")
+
+
+@pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (200, 64, False)])
+def test_the_draft_is_an_attention(S, D, causal):
+    q, k, v = _qkv(S, D)
+    o, lse = fa2_forward_draft(q, k, v, is_causal=causal)
+    Q, K, V = (x.astype(np.float64) for x in (q, k, v))
+    s = Q @ K.T / np.sqrt(D)
+    if causal:
+        s = np.where(np.arange(S)[None, :] > np.arange(S)[:, None], -np.inf, s)
+    m = s.max(1, keepdims=True)
+    e = np.exp(s - m)
+    ref = (e / e.sum(1, keepdims=True)) @ V
+    assert np.abs(o.astype(np.float64) - ref).max() < 0.02
+    assert np.abs(lse - (m + np.log(e.sum(1, keepdims=True)))[:, 0]).max() < 1e-5
+
+
+def test_exact_where_the_arithmetic_is_exact():
+    q, k, v = _qkv(200, 64, seed=1)
+    o, lse = fa2_forward_draft(q, k, v, is_causal=True)
+    assert np.array_equal(o[0].view(np.uint16), v[0].view(np.uint16))    # row 0 sees key 0 only: p = 1, sum = 1
+    with pytest.raises(InputError, match="head dim 96"):
+        fa2_forward_draft(*_qkv(64, 96))
+
+
+def test_the_open_contractions_change_bits():
+    q, k, v = _qkv(200, 128, seed=2)
+    base = fa2_forward_draft(q, k, v, is_causal=True)
+    for c in ("max", "sum", "lse"):
+        o, lse = fa2_forward_draft(q, k, v, is_causal=True, contract=(c,))
+        assert not (np.array_equal(o.view(np.uint16), base[0].view(np.uint16)) and np.array_equal(lse, base[1])), c
