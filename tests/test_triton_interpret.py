@@ -109,6 +109,9 @@ def test_elementwise_ops_follow_tritons_ptx_and_the_rest_is_refused():
             tl.store(y_ptr + N + r, x - x * x)
             tl.store(y_ptr + 2 * N + r, x / (x - 0.5))
             tl.store(y_ptr + 3 * N + r, tl.sqrt(x))
+            xz = x * x
+            t = tl.abs(xz)                  # the product used first elsewhere: still contracted into the add
+            tl.store(y_ptr + 4 * N + r, xz + t)
 
         @triton.jit
         def erf_kernel(x_ptr, y_ptr, N: tl.constexpr):
@@ -123,14 +126,17 @@ def test_elementwise_ops_follow_tritons_ptx_and_the_rest_is_refused():
             log2e = np.array([0x3FB8AA3B], np.uint32).view(np.float32)[0]
             want = refmodel.sfu("ex2.approx.f32", (x * log2e).astype(np.float32))
             assert np.array_equal(y.view(np.uint32), np.asarray(want, np.float32).view(np.uint32))
-            y4 = np.zeros(256, np.float32)
+            y4 = np.zeros(320, np.float32)
             ops_kernel[(1,)](x, y4, N=64)
             assert np.array_equal(y4[:64].view(np.uint32), fma_f32_array(x, x, x).view(np.uint32))
             assert np.array_equal(y4[64:128].view(np.uint32), fma_f32_array(-x, x, x).view(np.uint32))
             with np.errstate(all="ignore"):
                 d = refmodel.sfu("div.full.f32", x, (x - np.float32(0.5)).astype(np.float32))
             assert np.array_equal(y4[128:192].view(np.uint32), np.asarray(d, np.float32).view(np.uint32))
-            assert np.array_equal(y4[192:].view(np.uint32),
+            with np.errstate(all="ignore"):
+                xx = np.abs(np.float32(x) * np.float32(x))
+            assert np.array_equal(y4[256:].view(np.uint32), fma_f32_array(x, x, xx).view(np.uint32))
+            assert np.array_equal(y4[192:256].view(np.uint32),
                                   np.asarray(refmodel.sfu("sqrt.approx.ftz.f32", x), np.float32).view(np.uint32))
             assert not [i for i in w if issubclass(i.category, WT.NotRecordedWarning)], [str(i.message) for i in w]
             try:

@@ -317,12 +317,14 @@ def interpret(*, numerics: bool = True) -> Iterator[None]:
         return op
 
     def _contract(lhs, rhs, name):
-        """x * y + z (or - z, or z - x * y) with the product unused before: Triton's compiler contracts it to
-        fma.rn (seen in its PTX); float32 only."""
+        """x * y + z (or - z, or z - x * y): Triton's compiler contracts it to fma.rn (seen in its PTX and
+        recorded), also when the product has other uses; float32 only."""
         from refmodel.numerics.promotion import fma_f32_array
 
         for m, other, sign_m, sign_o in ((lhs, rhs, 1, 1 if name == "add" else -1), (rhs, lhs, 1 if name == "add" else -1, 1)):
-            if isinstance(m, PendingMul) and m._data is None:
+            # LLVM's NVPTX backend fuses aggressively: a product feeds an FMA even when it has other uses
+            # (which keep their mul.f32): Triton 3.6's PTX of x * z + tl.abs(x * z) is mul + fma
+            if isinstance(m, PendingMul):
                 if m.dtype != tl.float32:
                     raise NotModelled(f"a {m.dtype} multiply feeding an add (contracted to an FMA by Triton's "
                                       f"compiler) is not modelled (float32 is)")
@@ -466,6 +468,7 @@ ELEMENTWISE_PTX = {
     "tl.sqrt(x)": ("sqrt.approx.ftz.f32",), "tl.rsqrt(x)": ("rsqrt.approx.ftz.f32",),
     "tl.math.div_rn(x, z)": ("div.rn.f32",), "tl.sqrt_rn(x)": ("sqrt.rn.f32",), "x * z + x": ("fma.rn.f32",),
     "x * z - x": ("fma.rn.f32",), "x - x * z": ("fma.rn.f32",),
+    "x * z + tl.abs(x * z)": ("fma.rn.f32", "mul.f32"),       # a product with another use still feeds the FMA
 }
 
 
