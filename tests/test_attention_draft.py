@@ -56,3 +56,29 @@ def test_the_open_contractions_change_bits():
     for c in ("max", "sum", "lse"):
         o, lse = fa2_forward_draft(q, k, v, is_causal=True, contract=(c,))
         assert not (np.array_equal(o.view(np.uint16), base[0].view(np.uint16)) and np.array_equal(lse, base[1])), c
+
+
+@pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (256, 64, True)])
+def test_the_flex_draft_is_an_attention(S, D, causal):
+    from refmodel.golden.attention import flex_attention_draft
+
+    q, k, v = _qkv(S, D, seed=3)
+    o, lse = flex_attention_draft(q, k, v, is_causal=causal)
+    Q, K, V = (x.astype(np.float64) for x in (q, k, v))
+    s = Q @ K.T / np.sqrt(D)
+    if causal:
+        s = np.where(np.arange(S)[None, :] > np.arange(S)[:, None], -np.inf, s)
+    m = s.max(1, keepdims=True)
+    e = np.exp(s - m)
+    assert np.abs(o.astype(np.float64) - (e / e.sum(1, keepdims=True)) @ V).max() < 0.02
+    assert np.abs(lse - (m + np.log(e.sum(1, keepdims=True)))[:, 0]).max() < 1e-5
+
+
+def test_flex_and_fa2_schedules_disagree_in_bits():
+    """Two kernels, one attention: the drafts differ (exp2 forms, FMA placement, sum order, key-block order)."""
+    from refmodel.golden.attention import flex_attention_draft
+
+    q, k, v = _qkv(200, 128, seed=4)
+    a, _ = flex_attention_draft(q, k, v, is_causal=True)
+    b, _ = fa2_forward_draft(q, k, v, is_causal=True)
+    assert np.mean(a.view(np.uint16) != b.view(np.uint16)) > 0.01

@@ -180,3 +180,95 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
         body = _fma(row_max, np.broadcast_to(ss, row_max.shape), lg) if "lse" in contract else _add(_mul(row_max, ss), lg)
         lse[rows] = np.where(bad, np.float32(np.inf), body)
     return o, lse
+
+
+#: FlexAttention (torch 2.9-2.11) defaults on sm_90 for bf16: head dim -> (BLOCK_M, BLOCK_N, num_warps)
+FLEX_DEFAULTS = {64: (128, 128, 4), 128: (128, 64, 8)}
+_RCP_LN2 = np.float32(1.44269504)                            # the template's RCP_LN2 constexpr (0x3FB8AA3B)
+
+
+def _wgmma_rowsum(p: np.ndarray) -> np.ndarray:
+    """``tl.sum(p, 1)`` of a wgmma-accumulator tensor as Triton 3.6's PTX adds it: each quad lane sums its own
+    columns (8j + 2·lane + {0, 1}) in order, then the butterfly xor 2, xor 1: ``(s0 + s2) + (s1 + s3)``."""
+    lane = _thread_of_column(p.shape[1])
+    part = []
+    for q4 in range(4):
+        mine = p[:, lane == q4]
+        acc = mine[:, 0]
+        for j in range(1, mine.shape[1]):
+            acc = _add(acc, mine[:, j])
+        part.append(acc)
+    return _add(_add(part[0], part[2]), _add(part[1], part[3]))
+
+
+def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
+                         num_warps=None) -> tuple[np.ndarray, np.ndarray]:
+    """FlexAttention's forward template (torch 2.11, no score_mod; ``is_causal``: the causal block mask) on
+    ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head, as read from the template and from
+    Triton 3.6's PTX of the same loop (compiled on the CPU): ``(o bf16, lse float32 natural log)``.  A draft:
+    not checked against the hardware yet.
+
+    Per KV block: ``s = bf16 dot (wgmma chain) · SM_SCALE`` (mul.f32); masked entries ``-inf``; the row max of
+    ``s·RCP_LN2`` (mul.f32) merged with ``m_i``; ``alpha = ex2(m_i − m)``, ``p = ex2(fma(s, RCP_LN2, −m))``;
+    ``l_i = fma(l_i, alpha, tl.sum(p))``; ``acc = acc·alpha`` then ``acc += bf16(p) · v``.  At the end
+    ``acc / l_i`` (div.full), ``lse = (m_i + log2 l_i)·ln 2``.  Causal: the diagonal (partial) blocks first,
+    then the full ones, each in ascending order."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
+        raise InputError("q, k and v must be bfloat16")
+    Sq, D = q.shape
+    Sk = k.shape[0]
+    if D not in FLEX_DEFAULTS:
+        raise InputError(f"head dim {D} is not among the modelled {sorted(FLEX_DEFAULTS)}")
+    dm, dn, dw = FLEX_DEFAULTS[D]
+    bm, bn = block_m or dm, block_n or dn
+    sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
+    o = np.zeros((Sq, D), ml_dtypes.bfloat16)
+    lse = np.zeros(Sq, np.float32)
+    n_blocks = -(-Sk // bn)
+    for m0 in range(0, Sq, bm):
+        rows = np.arange(m0, min(m0 + bm, Sq))
+        if is_causal:       # create_block_mask: partial blocks (the diagonal) first, then full blocks
+            lo, hi = m0, m0 + bm - 1
+            partial = [n for n in range(n_blocks) if n * bn <= hi and (n + 1) * bn - 1 > lo]
+            full = [n for n in range(n_blocks) if (n + 1) * bn - 1 <= lo]
+            order = partial + full
+        else:
+            order = list(range(n_blocks))
+        acc = np.zeros((rows.size, D), np.float32)
+        m_i = np.full(rows.size, -np.inf, np.float32)
+        l_i = np.zeros(rows.size, np.float32)
+        for n in order:
+            cols = np.arange(n * bn, (n + 1) * bn)
+            kb = np.zeros((bn, D), k.dtype)
+            vb = np.zeros((bn, D), v.dtype)
+            ok = cols < Sk
+            kb[ok], vb[ok] = k[cols[ok]], v[cols[ok]]
+            s = _mul(_chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32)), sm)
+            masked = ~ok[None, :]
+            if is_causal:
+                masked = masked | (cols[None, :] > rows[:, None])
+            s = np.where(masked, np.float32(-np.inf), s)
+            with np.errstate(invalid="ignore"):
+                m_ij = np.fmax(m_i, np.fmax.reduce(_mul(s, _RCP_LN2), axis=1)).astype(np.float32)
+            mm = np.where(m_ij == -np.inf, np.float32(0), m_ij)
+            alpha = _spelled("triton:tl.exp2(x)", _add(m_i, -mm))
+            p = _spelled("triton:tl.exp2(x)", _fma(s, np.broadcast_to(_RCP_LN2, s.shape), -mm[:, None]))
+            l_i = _fma(l_i, alpha, _wgmma_rowsum(p))
+            acc = _mul(acc, alpha[:, None])
+            acc = _chain(_bf16(p), vb, acc)
+            m_i = m_ij
+        l_i = np.where(l_i == 0, np.float32(1), l_i)
+        with np.errstate(all="ignore"):
+            out = _spelled_pair("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
+        o[rows] = _bf16(out)
+        lse[rows] = _mul(_add(m_i, _spelled("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
+    return o, lse
+
+
+def _spelled_pair(name: str, x, y) -> np.ndarray:
+    from ..numerics.sfu.unit import spelled
+
+    x = np.ascontiguousarray(_f32(x))
+    y = np.ascontiguousarray(_f32(y))
+    return spelled(name, x.view(np.uint32), y.view(np.uint32)).view(np.float32).reshape(x.shape)
