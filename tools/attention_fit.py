@@ -1,0 +1,85 @@
+"""Compare an attention recording (``python -m gpu.record.attention --out DIR``) with refmodel's drafts: for each
+case, how many O words and LSE words each draft variant gets wrong.  A development tool for the attention
+issue: it decides the drafts' open choices (FA2's three FMA contractions) from the hardware's bits.
+
+    python tools/attention_fit.py DIR [--backend flash|flex] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def variants(backend: str):
+    from refmodel.golden import attention as A
+
+    if backend == "flash":
+        opts = ("max", "sum", "lse")
+        for r in range(len(opts) + 1):
+            for c in itertools.combinations(opts, r):
+                yield "contract=" + (",".join(c) or "none"), lambda q, k, v, causal, c=c: A.fa2_forward_draft(
+                    q, k, v, is_causal=causal, contract=c)
+    elif backend == "flex":
+        yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal)
+    else:
+        raise SystemExit(f"no draft for backend {backend!r}")
+
+
+def fit(src: Path, backend: str, limit: int | None) -> dict:
+    import ml_dtypes
+
+    import gpu.record.attention as R
+    from refmodel.verify.seeded_mma import typed_matrix
+
+    z = np.load(src / f"attention_{backend}.npz")
+    report: dict = {}
+    done = 0
+    for i, j in itertools.product(range(len(R.CASES)), range(len(R.FAMILIES))):
+        name = R.case_name(i, R.FAMILIES[j])
+        if f"o_{name}" not in z.files:
+            continue
+        c = R.CASES[i]
+        qc, kc, vc = R.qkv_codes(i, j)
+        q, k, v = (typed_matrix(x.reshape(-1, c["D"]), "bf16").reshape(x.shape) for x in (qc, kc, vc))
+        o_hw = z[f"o_{name}"].reshape(c["B"], c["H"], c["S"], c["D"])
+        lse_hw = z[f"lse_{name}"].reshape(c["B"], c["H"], -1)[..., :c["S"]]
+        for label, fn in variants(backend):
+            bad_o = bad_l = 0
+            for b, h in itertools.product(range(c["B"]), range(c["H"])):
+                o, lse = fn(q[b, h], k[b, h], v[b, h], c["causal"])
+                bad_o += int(np.count_nonzero(o.view(np.uint16) != o_hw[b, h]))
+                bad_l += int(np.count_nonzero(np.asarray(lse, np.float32).view(np.uint32) != lse_hw[b, h]))
+            report.setdefault(name, {})[label] = {"o_mismatch": bad_o, "lse_mismatch": bad_l,
+                                                  "o_total": int(o_hw.size), "lse_total": int(lse_hw.size)}
+            print(f"{name:40s} {label:24s} O {bad_o}/{o_hw.size}  LSE {bad_l}/{lse_hw.size}", flush=True)
+        done += 1
+        if limit and done >= limit:
+            break
+    del ml_dtypes
+    return report
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir")
+    ap.add_argument("--backend", default="flash", choices=["flash", "flex"])
+    ap.add_argument("--limit", type=int, default=None, help="at most N cases")
+    ap.add_argument("--json", default=None, help="write the report here")
+    a = ap.parse_args(argv)
+    rep = fit(Path(a.dir), a.backend, a.limit)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rep, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
