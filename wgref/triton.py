@@ -455,11 +455,9 @@ SPELLINGS = {
 
 def run_spelling(spelling: str, *xs) -> np.ndarray:
     """float32 result of a recorded Triton spelling (refmodel.numerics.sfu.spelled) on float32 arrays."""
-    from refmodel.numerics.sfu.unit import spelled
+    from refmodel.numerics.sfu.unit import spelled_f32
 
-    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
-    words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32) for x in xs]
-    return spelled(spelling, *words).view(np.float32).reshape(shape)
+    return spelled_f32(spelling, *xs)
 
 
 #: how Triton 3.6 lowers float32 elementwise ops on sm_90 (read from its PTX; the interpreter runs these)

@@ -34,6 +34,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import InputError
+from ..numerics.promotion import add_f32, fma_f32_array, mul_f32
+from ..numerics.sfu.unit import spelled_f32
 
 #: ATen FA2 on sm_90, bf16, no dropout: head dim -> (kBlockM, kBlockN, warps) (flash_fwd_launch_template.h)
 FA2_TRAITS = {64: (128, 128, 4), 128: (128, 64, 4)}
@@ -51,35 +53,24 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
                      "wgref does not model it (gpu.record.attention records it)")
 
 
-def _f32(x) -> np.ndarray:
-    return np.asarray(x, np.float32)
+def _check_qkv(q, k, v, table: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v as bf16 arrays (one batch and head), their head dim among the modelled ones in ``table``."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
+        raise InputError("q, k and v must be bfloat16")
+    if q.shape[1] not in table:
+        raise InputError(f"head dim {q.shape[1]} is not among the modelled {sorted(table)}")
+    return q, k, v
 
 
-def _mul(a, b) -> np.ndarray:
-    from ..numerics.promotion import canonical_nan_f32
-
-    with np.errstate(all="ignore"):
-        return canonical_nan_f32(np.multiply(_f32(a), _f32(b), dtype=np.float32))
-
-
-def _add(a, b) -> np.ndarray:
-    from ..numerics.promotion import canonical_nan_f32
-
-    with np.errstate(all="ignore"):
-        return canonical_nan_f32(np.add(_f32(a), _f32(b), dtype=np.float32))
-
-
-def _fma(a, b, c) -> np.ndarray:
-    from ..numerics.promotion import fma_f32_array
-
-    return fma_f32_array(a, b, c)
-
-
-def _spelled(name: str, x) -> np.ndarray:
-    from ..numerics.sfu.unit import spelled
-
-    x = np.ascontiguousarray(_f32(x))
-    return spelled(name, x.view(np.uint32)).view(np.float32).reshape(x.shape)
+def _key_block(k: np.ndarray, v: np.ndarray, n: int, bn: int):
+    """Key block n (bn rows of k and v, zero past the end), its column indices and which are in range."""
+    cols = np.arange(n * bn, (n + 1) * bn)
+    ok = cols < k.shape[0]
+    kb = np.zeros((bn, k.shape[1]), k.dtype)
+    vb = np.zeros((bn, v.shape[1]), v.dtype)
+    kb[ok], vb[ok] = k[cols[ok]], v[cols[ok]]
+    return kb, vb, cols, ok
 
 
 def _chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -100,7 +91,7 @@ def _chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 def _bf16(x) -> np.ndarray:
     from ..numerics.gemm import _convert
 
-    return _convert(np.ascontiguousarray(_f32(x)), np.dtype(ml_dtypes.bfloat16))
+    return _convert(np.ascontiguousarray(x, np.float32), np.dtype(ml_dtypes.bfloat16))
 
 
 def _thread_of_column(n: int) -> np.ndarray:
@@ -108,20 +99,38 @@ def _thread_of_column(n: int) -> np.ndarray:
     return (np.arange(n) % 8) // 2
 
 
+def _lane_sums(p: np.ndarray, start=None, scale=None) -> np.ndarray:
+    """(rows, 4): each quad lane's own columns (8j + 2·lane + {0, 1}) added in register order, onto ``start``
+    (rows, 4: a running sum) when given; with ``scale`` (rows,) the first step is ``fma(start, scale, p0)``."""
+    lane = _thread_of_column(p.shape[1])
+    out = np.zeros((p.shape[0], 4), np.float32)
+    for q4 in range(4):
+        mine = p[:, lane == q4]
+        if start is None:
+            acc = mine[:, 0]
+        elif scale is None:
+            acc = add_f32(start[:, q4], mine[:, 0])
+        else:
+            acc = fma_f32_array(start[:, q4], scale, mine[:, 0])
+        for j in range(1, mine.shape[1]):
+            acc = add_f32(acc, mine[:, j])
+        out[:, q4] = acc
+    return out
+
+
+def _quad(part: np.ndarray) -> np.ndarray:
+    """The butterfly over a quad (shfl xor 2, then xor 1): ``(s0 + s2) + (s1 + s3)``."""
+    return add_f32(add_f32(part[:, 0], part[:, 2]), add_f32(part[:, 1], part[:, 3]))
+
+
 def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=()) -> tuple[np.ndarray, np.ndarray]:
     """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head:
     ``(o (Sq, D) bf16, lse (Sq,) float32)``.  A draft: not checked against the hardware yet."""
-    q, k, v = (np.asarray(x) for x in (q, k, v))
-    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
-        raise InputError("q, k and v must be bfloat16")
-    Sq, D = q.shape
-    Sk = k.shape[0]
-    if D not in FA2_TRAITS:
-        raise InputError(f"head dim {D} is not among the modelled {sorted(FA2_TRAITS)}")
+    q, k, v = _check_qkv(q, k, v, FA2_TRAITS)
+    (Sq, D), Sk = q.shape, k.shape[0]
     bm, bn, _ = FA2_TRAITS[D]
     ss = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
     sl2 = np.float32(float(ss) * _LOG2E)                       # params.scale_softmax_log2 (host, double)
-    lane = _thread_of_column(bn)
     o = np.zeros((Sq, D), ml_dtypes.bfloat16)
     lse = np.zeros(Sq, np.float32)
     for m0 in range(0, Sq, bm):
@@ -133,11 +142,7 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
         row_max = np.full(rows.size, -np.inf, np.float32)
         part = np.zeros((rows.size, 4), np.float32)          # each quad lane's running sum
         for i, n in enumerate(range(n_max - 1, -1, -1)):
-            cols = np.arange(n * bn, (n + 1) * bn)
-            kb = np.zeros((bn, D), k.dtype)
-            vb = np.zeros((bn, D), v.dtype)
-            ok = cols < Sk
-            kb[ok], vb[ok] = k[cols[ok]], v[cols[ok]]
+            kb, vb, cols, ok = _key_block(k, v, n, bn)
             s = _chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32))
             masked = ~ok[None, :]
             if is_causal:
@@ -149,35 +154,30 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
             row_max = cur.astype(np.float32)
             if i:
                 m_cur = np.where(row_max == -np.inf, np.float32(0), row_max) if is_causal else row_max
-                r = _spelled("cuda:exp2f(x)", _mul(_add(prev, -m_cur), sl2))
-                part = _mul(part, r[:, None]) if "sum" not in contract else part
-                acc = _mul(acc, r[:, None])
-            ms = np.where(row_max == -np.inf, np.float32(0), _mul(row_max, sl2))
+                r = spelled_f32("cuda:exp2f(x)", mul_f32(add_f32(prev, -m_cur), sl2))
+                part = mul_f32(part, r[:, None]) if "sum" not in contract else part
+                acc = mul_f32(acc, r[:, None])
+            ms = np.where(row_max == -np.inf, np.float32(0), mul_f32(row_max, sl2))
             if "max" in contract:
-                t = _fma(-row_max[:, None], np.broadcast_to(sl2, s.shape), _mul(s, sl2))
-                t = np.where((row_max == -np.inf)[:, None], _mul(s, sl2), t)
+                t = fma_f32_array(-row_max[:, None], np.broadcast_to(sl2, s.shape), mul_f32(s, sl2))
+                t = np.where((row_max == -np.inf)[:, None], mul_f32(s, sl2), t)
             else:
-                t = _add(_mul(s, sl2), -ms[:, None])
-            p = _spelled("cuda:exp2f(x)", t)
-            for q4 in range(4):                                 # each lane: its columns in register order
-                mine = p[:, lane == q4]
-                first = mine[:, 0]
-                if i and "sum" in contract:
-                    acc0 = _fma(part[:, q4], r, first)
-                else:
-                    acc0 = _add(part[:, q4], first) if i else first
-                for j in range(1, mine.shape[1]):
-                    acc0 = _add(acc0, mine[:, j])
-                part[:, q4] = acc0
+                t = add_f32(mul_f32(s, sl2), -ms[:, None])
+            p = spelled_f32("cuda:exp2f(x)", t)
+            fused = i and "sum" in contract          # row_sum·scale + p0 as one FFMA (part not rescaled above)
+            part = _lane_sums(p, part if i else None, scale=r if fused else None)
             pb = _bf16(p)                                       # cvt.rn.bf16x2.f32
             acc = _chain(pb, vb, acc)
-        total = _add(_add(part[:, 0], part[:, 2]), _add(part[:, 1], part[:, 3]))
+        total = _quad(part)
         bad = (total == 0) | np.isnan(total)
         with np.errstate(all="ignore"):
-            inv = np.where(bad, np.float32(1), _spelled("cuda:1.0f / x", total))
-        o[rows] = _bf16(_mul(acc, inv[:, None]))
-        lg = _spelled("cuda:__logf(x)", np.where(bad, np.float32(1), total))
-        body = _fma(row_max, np.broadcast_to(ss, row_max.shape), lg) if "lse" in contract else _add(_mul(row_max, ss), lg)
+            inv = np.where(bad, np.float32(1), spelled_f32("cuda:1.0f / x", total))
+        o[rows] = _bf16(mul_f32(acc, inv[:, None]))
+        lg = spelled_f32("cuda:__logf(x)", np.where(bad, np.float32(1), total))
+        if "lse" in contract:
+            body = fma_f32_array(row_max, np.broadcast_to(ss, row_max.shape), lg)
+        else:
+            body = add_f32(mul_f32(row_max, ss), lg)
         lse[rows] = np.where(bad, np.float32(np.inf), body)
     return o, lse
 
@@ -187,22 +187,8 @@ FLEX_DEFAULTS = {64: (128, 128, 4), 128: (128, 64, 8)}
 _RCP_LN2 = np.float32(1.44269504)                            # the template's RCP_LN2 constexpr (0x3FB8AA3B)
 
 
-def _wgmma_rowsum(p: np.ndarray) -> np.ndarray:
-    """``tl.sum(p, 1)`` of a wgmma-accumulator tensor as Triton 3.6's PTX adds it: each quad lane sums its own
-    columns (8j + 2·lane + {0, 1}) in order, then the butterfly xor 2, xor 1: ``(s0 + s2) + (s1 + s3)``."""
-    lane = _thread_of_column(p.shape[1])
-    part = []
-    for q4 in range(4):
-        mine = p[:, lane == q4]
-        acc = mine[:, 0]
-        for j in range(1, mine.shape[1]):
-            acc = _add(acc, mine[:, j])
-        part.append(acc)
-    return _add(_add(part[0], part[2]), _add(part[1], part[3]))
-
-
-def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
-                         num_warps=None) -> tuple[np.ndarray, np.ndarray]:
+def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None,
+                         block_n=None) -> tuple[np.ndarray, np.ndarray]:
     """FlexAttention's forward template (torch 2.11, no score_mod; ``is_causal``: the causal block mask) on
     ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head, as read from the template and from
     Triton 3.6's PTX of the same loop (compiled on the CPU): ``(o bf16, lse float32 natural log)``.  A draft:
@@ -213,14 +199,9 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
     ``l_i = fma(l_i, alpha, tl.sum(p))``; ``acc = acc·alpha`` then ``acc += bf16(p) · v``.  At the end
     ``acc / l_i`` (div.full), ``lse = (m_i + log2 l_i)·ln 2``.  Causal: the diagonal (partial) blocks first,
     then the full ones, each in ascending order."""
-    q, k, v = (np.asarray(x) for x in (q, k, v))
-    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
-        raise InputError("q, k and v must be bfloat16")
-    Sq, D = q.shape
-    Sk = k.shape[0]
-    if D not in FLEX_DEFAULTS:
-        raise InputError(f"head dim {D} is not among the modelled {sorted(FLEX_DEFAULTS)}")
-    dm, dn, dw = FLEX_DEFAULTS[D]
+    q, k, v = _check_qkv(q, k, v, FLEX_DEFAULTS)
+    (Sq, D), Sk = q.shape, k.shape[0]
+    dm, dn, _ = FLEX_DEFAULTS[D]
     bm, bn = block_m or dm, block_n or dn
     sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
     o = np.zeros((Sq, D), ml_dtypes.bfloat16)
@@ -239,36 +220,25 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
         m_i = np.full(rows.size, -np.inf, np.float32)
         l_i = np.zeros(rows.size, np.float32)
         for n in order:
-            cols = np.arange(n * bn, (n + 1) * bn)
-            kb = np.zeros((bn, D), k.dtype)
-            vb = np.zeros((bn, D), v.dtype)
-            ok = cols < Sk
-            kb[ok], vb[ok] = k[cols[ok]], v[cols[ok]]
-            s = _mul(_chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32)), sm)
+            kb, vb, cols, ok = _key_block(k, v, n, bn)
+            s = mul_f32(_chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32)), sm)
             masked = ~ok[None, :]
             if is_causal:
                 masked = masked | (cols[None, :] > rows[:, None])
             s = np.where(masked, np.float32(-np.inf), s)
             with np.errstate(invalid="ignore"):
-                m_ij = np.fmax(m_i, np.fmax.reduce(_mul(s, _RCP_LN2), axis=1)).astype(np.float32)
+                m_ij = np.fmax(m_i, np.fmax.reduce(mul_f32(s, _RCP_LN2), axis=1)).astype(np.float32)
             mm = np.where(m_ij == -np.inf, np.float32(0), m_ij)
-            alpha = _spelled("triton:tl.exp2(x)", _add(m_i, -mm))
-            p = _spelled("triton:tl.exp2(x)", _fma(s, np.broadcast_to(_RCP_LN2, s.shape), -mm[:, None]))
-            l_i = _fma(l_i, alpha, _wgmma_rowsum(p))
-            acc = _mul(acc, alpha[:, None])
+            alpha = spelled_f32("triton:tl.exp2(x)", add_f32(m_i, -mm))
+            p = spelled_f32("triton:tl.exp2(x)", fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), -mm[:, None]))
+            l_i = fma_f32_array(l_i, alpha, _quad(_lane_sums(p)))   # tl.sum: Triton 3.6's PTX order
+            acc = mul_f32(acc, alpha[:, None])
             acc = _chain(_bf16(p), vb, acc)
             m_i = m_ij
         l_i = np.where(l_i == 0, np.float32(1), l_i)
         with np.errstate(all="ignore"):
-            out = _spelled_pair("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
+            out = spelled_f32("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
         o[rows] = _bf16(out)
-        lse[rows] = _mul(_add(m_i, _spelled("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
+        lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
     return o, lse
 
-
-def _spelled_pair(name: str, x, y) -> np.ndarray:
-    from ..numerics.sfu.unit import spelled
-
-    x = np.ascontiguousarray(_f32(x))
-    y = np.ascontiguousarray(_f32(y))
-    return spelled(name, x.view(np.uint32), y.view(np.uint32)).view(np.float32).reshape(x.shape)

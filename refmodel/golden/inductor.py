@@ -132,7 +132,7 @@ def epilogue(t: Template, acc: np.ndarray, inputs: dict[str, np.ndarray]) -> np.
     """The template's epilogue lines on the float32 accumulator ``acc`` (M, N), with the kernel's ``in_ptr``
     arrays ``inputs`` (flat, typed), as the GPU computes them; returns the stored float32 value (before the
     store's conversion).  A line outside :data:`EPILOGUE_LINES` is refused, naming it."""
-    from ..numerics.promotion import canonical_nan_f32
+    from ..numerics.promotion import add_f32, mul_f32
 
     env: dict[str, Any] = {"acc": acc}
     products: set[str] = set()
@@ -163,9 +163,8 @@ def epilogue(t: Template, acc: np.ndarray, inputs: dict[str, np.ndarray]) -> np.
             if op == "+" and (m.group(2) in products or m.group(4) in products):
                 raise InputError(f"{line!r} adds a product, which Triton contracts to fma.rn.f32: not recorded "
                                  "in a template epilogue")
-            with np.errstate(all="ignore"):
-                r = _f32(x) * _f32(y) if op == "*" else _f32(x) + _f32(y)
-            env[m.group(1)] = canonical_nan_f32(np.broadcast_to(r, (M, N)).astype(np.float32))
+            r = mul_f32(x, y) if op == "*" else add_f32(x, y)
+            env[m.group(1)] = np.broadcast_to(r, (M, N)).astype(np.float32)
             if op == "*":
                 products.add(m.group(1))
         elif kind == "extremum":

@@ -11,17 +11,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..numerics.promotion import canonical_nan_f32, fma_f32_array
-
-
-def _mul(x, y) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return canonical_nan_f32(np.multiply(np.float32(x), np.float32(y), dtype=np.float32))
-
-
-def _add(x, y) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return canonical_nan_f32(np.add(np.float32(x), np.float32(y), dtype=np.float32))
+from ..numerics.promotion import add_f32 as _add
+from ..numerics.promotion import fma_f32_array
+from ..numerics.promotion import mul_f32 as _mul
 
 
 def _neg(x) -> np.ndarray:

@@ -110,6 +110,12 @@ def add_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return canonical_nan_f32(np.asarray(x, np.float32) + np.asarray(y, np.float32))
 
 
+def mul_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``mul.rn.f32`` elementwise: the float32 product, NaN canonical."""
+    with np.errstate(all="ignore"):
+        return canonical_nan_f32(np.asarray(x, np.float32) * np.asarray(y, np.float32))
+
+
 @numba.njit(cache=True)
 def promote_one(acc, part, sa, sb, op):
     """acc + sa * sb * part in float32 (all float32 values) under promote op

@@ -233,6 +233,13 @@ def spelled(name: str, x, y=None) -> np.ndarray:
     return out.astype(np.uint32)
 
 
+def spelled_f32(name: str, *xs) -> np.ndarray:
+    """:func:`spelled` on float32 arrays (broadcast to one shape), float32 out."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    words = [np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), shape)).view(np.uint32) for x in xs]
+    return spelled(name, *words).view(np.float32).reshape(shape)
+
+
 def spelled_sweep_sums(name: str, chunks) -> np.ndarray:
     sp = _spelled()
     return sp.sweep_sums(sp.UN_NAMES.index(name), np.asarray(chunks, dtype=np.int64))
