@@ -13,22 +13,22 @@ import pytest
 from refmodel.errors import InputError
 from refmodel.golden.inductor import parse_template, scaled_mm
 from refmodel.verify.fixtures import load_arrays, load_manifest
-from refmodel.verify.replay_golden import replay_inductor_calls
-from refmodel.verify.seeded_mma import matrix_codes, typed_matrix
+from refmodel.verify.replay_golden import inductor_codes, inductor_scaled_mm_args, replay_inductor_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _entry(file):
+    """(manifest entry, arrays, each call's generated source) of one fixtures/inductor file."""
+    d = ROOT / "fixtures" / "inductor"
+    e = next(e for e in load_manifest(d)["entries"] if e["file"] == file)
+    arrays = load_arrays(d, e)
+    return e, arrays, inductor_codes(e["meta"], arrays, e["kind"])
+
+
 @pytest.fixture(scope="module")
 def recorded():
-    d = ROOT / "fixtures" / "inductor"
-    e = next(e for e in load_manifest(d)["entries"] if e["kind"] == "inductor_calls")
-    arrays = load_arrays(d, e)
-    codes, off = [], 0
-    for c in e["meta"]["calls"]:
-        codes.append(arrays["code"][off:off + c["code_bytes"]].tobytes().decode())
-        off += c["code_bytes"]
-    return e, arrays, codes
+    return _entry("scaled_mm.npz")
 
 
 def test_the_recorded_calls_replay_with_no_mismatch(recorded):
@@ -48,12 +48,7 @@ def test_the_template_is_read_from_the_source(recorded):
 
 
 def _inputs(e, c, j):
-    M, K, N = c["shape"]
-    fams = e["meta"]["families"]
-    ac, bc = matrix_codes("e4m3", "e4m3", fams[j], e["meta"]["seed"], len(fams) * c["index"] + j, (M, K, N))
-    sa = np.asarray(c["scale_a"], np.float32).reshape(M, 1)
-    sb = np.asarray(c["scale_b"], np.float32).reshape(1, N)
-    return typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb
+    return inductor_scaled_mm_args(e["meta"], c, j)
 
 
 def test_the_old_wgmma_assumption_would_be_wrong(recorded):
@@ -119,17 +114,6 @@ def test_the_doc_page_states_the_fixtures(recorded):
 
 # ----------------------------------------------------------------------------- every recorded template
 
-def _entry(file):
-    d = ROOT / "fixtures" / "inductor"
-    e = next(e for e in load_manifest(d)["entries"] if e["file"] == file)
-    arrays = load_arrays(d, e)
-    codes, off = [], 0
-    for c in e["meta"]["calls"]:
-        codes.append(arrays["code"][off:off + c["code_bytes"]].tobytes().decode())
-        off += c["code_bytes"]
-    return e, arrays, codes
-
-
 def test_the_tensor_wise_calls_and_the_templates_replay_with_no_mismatch():
     from refmodel.verify.replay_golden import replay_inductor_templates
 
@@ -164,10 +148,7 @@ def test_the_configuration_decides_the_fp8_bits():
     e, arrays, codes = _entry("scaled_mm_tensor.npz")
     i = next(i for i, c in enumerate(e["meta"]["calls"]) if c["name"] == "tensor_fast_m32")
     c, code = e["meta"]["calls"][i], codes[i]
-    M, K, N = c["shape"]
-    ac, bc = matrix_codes("e4m3", "e4m3", "narrow", e["meta"]["seed"], 2 * c["index"], (M, K, N))
-    a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
-    sa, sb = np.float32(c["scale_a"][0]), np.float32(c["scale_b"][0])
+    a, b, sa, sb = _inputs(e, c, 0)                        # family 0: narrow
     got = scaled_mm(a, b, sa, sb, code=code)
     assert np.array_equal(got[:16, :16].view(np.uint16), arrays[f"corner{i}"][0])
     wg = code.replace("'BLOCK_M': 16", "'BLOCK_M': 64").replace("num_warps=2", "num_warps=4")
@@ -251,12 +232,8 @@ def test_a_template_from_its_configuration_equals_the_generated_source():
                 inputs = {"in_ptr0": x["bias"]} if "bias" in x else None
                 got, want = ind.template_output(a, b, inputs, template=tm), ind.template_output(a, b, inputs, code=code)
             else:
-                M, K, N = c["shape"]
-                ac, bc = matrix_codes("e4m3", "e4m3", "narrow", e["meta"]["seed"], 2 * c["index"], (M, K, N))
-                a, b = typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3")
+                a, b, sa, sb = _inputs(e, c, 0)
                 tensor = c.get("scaling", "row") == "tensor"
-                sa = np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1))
-                sb = np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N))
                 tm = ind.make_template("scaled_mm", dtype="e4m3", epilogue="tensor_scales" if tensor else "row_scales",
                                        **cfg)
                 got, want = ind.scaled_mm(a, b, sa, sb, template=tm), ind.scaled_mm(a, b, sa, sb, code=code)

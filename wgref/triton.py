@@ -713,9 +713,9 @@ def replay_inductor(root=None, log=print) -> tuple[int, int]:
     import hashlib
     from pathlib import Path
 
+    from refmodel.golden.inductor import parse_template
     from refmodel.verify.fixtures import default_root, load_arrays, load_manifest
-    from refmodel.verify.replay_golden import inductor_template_args
-    from refmodel.verify.seeded_mma import matrix_codes, typed_matrix
+    from refmodel.verify.replay_golden import inductor_codes, inductor_scaled_mm_args, inductor_template_args
 
     d = Path(root or default_root()) / "inductor"
     runs = bad = 0
@@ -723,23 +723,16 @@ def replay_inductor(root=None, log=print) -> tuple[int, int]:
         if e["kind"] not in ("inductor_calls", "inductor_templates"):
             continue
         meta, arrays = e["meta"], load_arrays(d, e)
-        fams, off = meta["families"], 0
-        for i, c in enumerate(meta["calls"]):
-            code = arrays["code"][off:off + c["code_bytes"]].tobytes().decode()
-            off += c["code_bytes"]
-            for j, fam in enumerate(fams):
+        for i, (c, code) in enumerate(zip(meta["calls"], inductor_codes(meta, arrays, e["kind"]))):
+            for j, fam in enumerate(meta["families"]):
                 if e["kind"] == "inductor_calls":
-                    M, K, N = c["shape"]
-                    ac, bc = matrix_codes("e4m3", "e4m3", fam, meta["seed"], len(fams) * c["index"] + j, (M, K, N))
-                    tensor = c.get("scaling", "row") == "tensor"
-                    out = interpret_scaled_mm(code, typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3").T,
-                                              np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1)),
-                                              np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N)))
+                    a, b, sa, sb = inductor_scaled_mm_args(meta, c, j)
+                    out = interpret_scaled_mm(code, a, b.T, sa, sb)
                 else:
                     x = inductor_template_args(meta, c, j)
                     A, B = (x["a"], x["b"]) if c["op"] == "bmm" else (x["a"][0], x["b"][0])
-                    t = __import__("refmodel.golden.inductor", fromlist=["parse_template"]).parse_template(code)
-                    out = interpret_template(code, A, B, {t.inputs[0]: x["bias"]} if "bias" in x else None)
+                    inputs = {parse_template(code).inputs[0]: x["bias"]} if "bias" in x else None
+                    out = interpret_template(code, A, B, inputs)
                 w = "<u4" if out.dtype.itemsize == 4 else "<u2"
                 ok = hashlib.sha256(np.ascontiguousarray(out.view(w[1:]), w).tobytes()).digest() == \
                     arrays["hw_sha256"][i, j].tobytes()

@@ -291,7 +291,7 @@ def replay_triton_lowering(meta: dict[str, Any], arrays: dict[str, np.ndarray], 
     return total
 
 
-def _inductor_codes(meta: dict[str, Any], arrays: dict[str, np.ndarray], kind: str, corner_shape) -> list[str]:
+def inductor_codes(meta: dict[str, Any], arrays: dict[str, np.ndarray], kind: str) -> list[str]:
     """Each call's generated source, after checking the arrays an Inductor fixture holds against its meta."""
     calls, fams = list(meta.get("calls") or []), list(meta.get("families") or [])
     want_keys = {"hw_sha256", "code"} | {f"corner{i}" for i in range(len(calls))}
@@ -322,22 +322,29 @@ def replay_inductor_calls(meta: dict[str, Any], arrays: dict[str, np.ndarray], *
     generated source (kept in the fixture) through refmodel.golden.inductor.scaled_mm on the rebuilt inputs,
     against the H200's whole-output digests and a 16 x 16 corner.  Row-wise or tensor-wise scales."""
     from ..golden.inductor import scaled_mm
-    from .seeded_mma import matrix_codes, typed_matrix
 
-    codes = _inductor_codes(meta, arrays, "inductor_calls", None)
-    fams, corner = list(meta["families"]), int(meta.get("corner", 0))
+    codes = inductor_codes(meta, arrays, "inductor_calls")
+    corner = int(meta.get("corner", 0))
     total = Result(0, 0)
     for i, (c, code) in enumerate(zip(meta["calls"], codes)):
-        M, K, N = c["shape"]
-        tensor = c.get("scaling", "row") == "tensor"
-        sa = np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1))
-        sb = np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N))
-        for j, fam in enumerate(fams):
-            ac, bc = matrix_codes("e4m3", "e4m3", fam, int(meta["seed"]), len(fams) * int(c["index"]) + j, (M, K, N))
-            d = np.ascontiguousarray(bits_of(scaled_mm(typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb,
-                                                       code=code)), "<u2")
+        for j, fam in enumerate(meta["families"]):
+            d = np.ascontiguousarray(bits_of(scaled_mm(*inductor_scaled_mm_args(meta, c, j), code=code)), "<u2")
             total.add(_compare_call(d, arrays, i, j, corner, f"{c['name']} {fam}"))
     return total
+
+
+def inductor_scaled_mm_args(meta: dict[str, Any], c: dict[str, Any], j: int):
+    """(a (M, K), b (K, N) e4m3, scale_a, scale_b float32) of ``_scaled_mm`` call ``c`` (an inductor_calls meta
+    entry), family ``j``: scales 0-d (tensor-wise) or (M, 1) and (1, N) (row-wise)."""
+    from .seeded_mma import matrix_codes, typed_matrix
+
+    M, K, N = c["shape"]
+    fams = meta["families"]
+    ac, bc = matrix_codes("e4m3", "e4m3", fams[j], int(meta["seed"]), len(fams) * int(c["index"]) + j, (M, K, N))
+    tensor = c.get("scaling", "row") == "tensor"
+    sa = np.asarray(c["scale_a"], np.float32).reshape(() if tensor else (M, 1))
+    sb = np.asarray(c["scale_b"], np.float32).reshape(() if tensor else (1, N))
+    return typed_matrix(ac, "e4m3"), typed_matrix(bc, "e4m3"), sa, sb
 
 
 def inductor_template_args(meta: dict[str, Any], c: dict[str, Any], j: int) -> dict[str, np.ndarray]:
@@ -362,7 +369,7 @@ def replay_inductor_templates(meta: dict[str, Any], arrays: dict[str, np.ndarray
     whole-output digests and a 16 x 16 corner."""
     from ..golden import inductor as ind
 
-    codes = _inductor_codes(meta, arrays, "inductor_templates", None)
+    codes = inductor_codes(meta, arrays, "inductor_templates")
     corner = int(meta.get("corner", 0))
     total = Result(0, 0)
     for i, (c, code) in enumerate(zip(meta["calls"], codes)):
