@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -59,16 +58,15 @@ def _run_backend(backend: str) -> tuple[dict, dict]:
         name = case_name(i, FAMILIES[j])
         try:
             if backend == "flex":
-                o, lse, code = _flex(q, k, v, c["causal"], codes)
+                o, lse = _flex(q, k, v, c["causal"], codes)
             elif backend == "flash":
-                r = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c["causal"], False)
-                o, lse, code = r[0], r[1], None
+                o, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c["causal"], False)[:2]
             elif backend == "efficient":
-                r = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, c["causal"])
-                o, lse, code = r[0], r[1], None
+                o, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0,
+                                                                                c["causal"])[:2]
             else:
-                r = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, c["causal"], False)
-                o, lse, code = r[0], r[1], None
+                o, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, c["causal"],
+                                                                            False)[:2]
         except Exception as e:  # noqa: BLE001 - a backend that refuses a case: recorded as refused
             out[f"error_{name}"] = f"{type(e).__name__}: {e}"[:2000]
             continue
@@ -102,7 +100,7 @@ def _flex(q, k, v, causal, codes):
         codes[name] = "\n\n# ----- next source -----\n\n".join(srcs)
     else:
         o, lse = _FLEX[key](q, k, v, bm)
-    return o, lse, None
+    return o, lse
 
 
 def _child(backend: str, out: str) -> int:
@@ -119,8 +117,7 @@ def _child(backend: str, out: str) -> int:
 
 
 def record(out: str, seconds: float, backends) -> int:
-    import os
-    import tempfile
+    from gpu.record.fresh import run_fresh
 
     Path(out).mkdir(parents=True, exist_ok=True)
     t0, rows = time.time(), []
@@ -129,19 +126,10 @@ def record(out: str, seconds: float, backends) -> int:
         if left < 20:
             print(f"{b}: skipped (time)", flush=True)
             continue
-        cache = tempfile.mkdtemp(prefix=f"attn_{b}_")
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=cache + "_triton")
-        try:
-            r = subprocess.run([sys.executable, "-m", "gpu.record.attention", "--child", b, "--out", out],
-                               capture_output=True, text=True, timeout=left, env=env)
-        except subprocess.TimeoutExpired:
-            print(f"{b}: timed out", flush=True)
+        row = run_fresh("gpu.record.attention", ["--child", b, "--out", out], label=b, timeout=left,
+                        error_file=Path(out) / f"attention_{b}_error.txt")
+        if row is None:
             continue
-        if r.returncode != 0:
-            print(f"{b}: failed: {r.stderr[-3000:]}", flush=True)
-            (Path(out) / f"attention_{b}_error.txt").write_text(r.stderr[-30000:])
-            continue
-        row = json.loads(r.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"{b}: ok at {time.time() - t0:.0f} s; refused: {sorted(row['errors'])[:4]}", flush=True)
         (Path(out) / "attention.json").write_text(json.dumps({"seed": SEED, "families": FAMILIES, "cases": CASES,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -187,14 +186,6 @@ def _one_template(name: str) -> dict:
             "device": torch.cuda.get_device_name(), "triton": __import__("triton").__version__}
 
 
-def _run_child(args: list[str], timeout: float, env_cache: str) -> subprocess.CompletedProcess:
-    import os
-
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=env_cache, TRITON_CACHE_DIR=env_cache + "_triton")
-    return subprocess.run([sys.executable, "-m", "gpu.record.inductor", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
 def _now() -> str:
     import datetime as dt
 
@@ -204,7 +195,7 @@ def _now() -> str:
 def record(out: str, seconds: float, only=None) -> int:
     """Every call in a fresh process with a fresh Inductor and Triton cache (so no autotune pick is reused):
     CALLS into DIR/inductor_calls.json, TEMPLATE_CALLS into DIR/inductor_templates.json."""
-    import tempfile
+    from gpu.record.fresh import run_fresh
 
     Path(out).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -217,17 +208,11 @@ def record(out: str, seconds: float, only=None) -> int:
         if left < 20:
             print(f"{name}: skipped (time)", flush=True)
             continue
-        try:
-            r = _run_child(["--one" if kind == "scaled_mm" else "--template", str(i)], left,
-                           tempfile.mkdtemp(prefix=f"inductor_{name}_"))
-        except subprocess.TimeoutExpired:
-            print(f"{name}: timed out", flush=True)
+        row = run_fresh("gpu.record.inductor", ["--one" if kind == "scaled_mm" else "--template", str(i)],
+                        label=name, timeout=left, error_file=Path(out) / f"{name}_error.txt")
+        if row is None:
             continue
-        if r.returncode != 0:
-            print(f"{name}: failed: {r.stderr[-3000:]}", flush=True)
-            (Path(out) / f"{name}_error.txt").write_text(r.stderr[-30000:])
-            continue
-        rows[kind].append(json.loads(r.stdout.strip().splitlines()[-1]))
+        rows[kind].append(row)
         print(f"{name}: ok at {time.time() - t0:.0f} s", flush=True)
         for k, fn in (("scaled_mm", "inductor_calls.json"), ("template", "inductor_templates.json")):
             if rows[k]:
