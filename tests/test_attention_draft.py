@@ -19,6 +19,18 @@ def _qkv(S, D, seed=0):
     return tuple(rng.standard_normal((S, D)).astype(BF16) for _ in range(3))
 
 
+def _reference(q, k, v, causal):
+    """float64 softmax attention: (o, natural-log lse)."""
+    Q, K, V = (x.astype(np.float64) for x in (q, k, v))
+    S, D = Q.shape
+    s = Q @ K.T / np.sqrt(D)
+    if causal:
+        s = np.where(np.arange(S)[None, :] > np.arange(S)[:, None], -np.inf, s)
+    m = s.max(1, keepdims=True)
+    e = np.exp(s - m)
+    return (e / e.sum(1, keepdims=True)) @ V, (m + np.log(e.sum(1, keepdims=True)))[:, 0]
+
+
 def test_sdpa_refuses_until_recorded():
     q, k, v = _qkv(128, 64)
     with pytest.raises(InputError, match="was not recorded on the H200"):
@@ -31,15 +43,9 @@ def test_sdpa_refuses_until_recorded():
 def test_the_draft_is_an_attention(S, D, causal):
     q, k, v = _qkv(S, D)
     o, lse = fa2_forward_draft(q, k, v, is_causal=causal)
-    Q, K, V = (x.astype(np.float64) for x in (q, k, v))
-    s = Q @ K.T / np.sqrt(D)
-    if causal:
-        s = np.where(np.arange(S)[None, :] > np.arange(S)[:, None], -np.inf, s)
-    m = s.max(1, keepdims=True)
-    e = np.exp(s - m)
-    ref = (e / e.sum(1, keepdims=True)) @ V
-    assert np.abs(o.astype(np.float64) - ref).max() < 0.02
-    assert np.abs(lse - (m + np.log(e.sum(1, keepdims=True)))[:, 0]).max() < 1e-5
+    ref_o, ref_lse = _reference(q, k, v, causal)
+    assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
+    assert np.abs(lse - ref_lse).max() < 1e-5
 
 
 def test_exact_where_the_arithmetic_is_exact():
@@ -64,14 +70,9 @@ def test_the_flex_draft_is_an_attention(S, D, causal):
 
     q, k, v = _qkv(S, D, seed=3)
     o, lse = flex_attention_draft(q, k, v, is_causal=causal)
-    Q, K, V = (x.astype(np.float64) for x in (q, k, v))
-    s = Q @ K.T / np.sqrt(D)
-    if causal:
-        s = np.where(np.arange(S)[None, :] > np.arange(S)[:, None], -np.inf, s)
-    m = s.max(1, keepdims=True)
-    e = np.exp(s - m)
-    assert np.abs(o.astype(np.float64) - (e / e.sum(1, keepdims=True)) @ V).max() < 0.02
-    assert np.abs(lse - (m + np.log(e.sum(1, keepdims=True)))[:, 0]).max() < 1e-5
+    ref_o, ref_lse = _reference(q, k, v, causal)
+    assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
+    assert np.abs(lse - ref_lse).max() < 1e-5
 
 
 def test_flex_and_fa2_schedules_disagree_in_bits():

@@ -155,8 +155,6 @@ def _golden(args) -> int:
                           block_m=args.block_m, block_n=args.block_n, num_warps=args.num_warps,
                           num_stages=args.num_stages, pattern=args.pattern)
     elif args.library == "inductor":
-        from refmodel.golden.inductor import scaled_mm as inductor_scaled_mm
-
         from refmodel.golden import inductor as ind
 
         if args.code is not None:
@@ -183,8 +181,8 @@ def _golden(args) -> int:
         kw = {"code": code} if code is not None else {"template": t}
         aa, bb = _as_dtype(a, "a", args.dtype), _as_dtype(b, "b", args.dtype)
         if t.kernel.startswith("triton_tem_fused__scaled_mm"):      # B given as (N, K), like golden scaled-mm
-            d = inductor_scaled_mm(aa, np.ascontiguousarray(bb.T), _scale(args.scale_a, "--scale-a"),
-                                   _scale(args.scale_b, "--scale-b"), **kw)
+            d = ind.scaled_mm(aa, np.ascontiguousarray(bb.T), _scale(args.scale_a, "--scale-a"),
+                              _scale(args.scale_b, "--scale-b"), **kw)
         elif t.kernel.startswith("triton_tem_fused_addmm"):
             if args.bias is None:
                 raise UsageError("this addmm template needs --bias (the (N,) bias, of the inputs' type)")
