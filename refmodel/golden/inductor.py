@@ -208,9 +208,7 @@ def template_output(a, b, inputs: Optional[dict[str, np.ndarray]] = None, *, cod
     from ..numerics.gemm import _convert
     from .triton import triton_matmul
 
-    if (code is None) == (template is None):
-        raise InputError("give code= (Inductor's generated source) or template= (parse_template's result), one of them")
-    t = template if template is not None else parse_template(code)
+    t = _template(code, template)
     if t.out not in _OUT:
         raise InputError(f"output type {t.out} is not modelled ({', '.join(_OUT)} are)")
     if not t.even_k:
@@ -240,24 +238,28 @@ def template_output(a, b, inputs: Optional[dict[str, np.ndarray]] = None, *, cod
     return np.stack(outs) if a.ndim == 3 else outs[0]
 
 
-def _check_op(t: Template, op: str) -> None:
+def _template(code: Optional[str], template: Optional[Template], op: Optional[str] = None) -> Template:
+    """The template of a call given ``code`` (Inductor's generated source) or an already parsed ``template``,
+    one of them; with ``op``, refused unless it is that op's template."""
+    if (code is None) == (template is None):
+        raise InputError("give code= (Inductor's generated source) or template= (parse_template's result), one of them")
+    t = template if template is not None else parse_template(code)
     ops = re.fullmatch(r"triton_tem_fused_(\w+?)_\d+", t.kernel)
-    if not ops or not ops.group(1).startswith(op):
+    if op is not None and (not ops or not ops.group(1).startswith(op)):
         raise InputError(f"the template in code is {t.kernel!r}, not a {op} template")
+    return t
 
 
 def mm(a, b, *, code: Optional[str] = None, template: Optional[Template] = None) -> np.ndarray:
     """``torch.mm(a, b)`` (and pointwise epilogues fused into it, such as ``relu``) as Inductor's template in
     ``code`` computes it: ``a`` (M, K), ``b`` (K, N) bf16, f16 or float32."""
-    t = template if template is not None else parse_template(code)
-    _check_op(t, "mm")
+    t = _template(code, template, "mm")
     return template_output(a, b, template=t)
 
 
 def addmm(bias, a, b, *, code: Optional[str] = None, template: Optional[Template] = None) -> np.ndarray:
     """``torch.addmm(bias, a, b)`` as Inductor's template in ``code`` computes it (``bias`` (N,))."""
-    t = template if template is not None else parse_template(code)
-    _check_op(t, "addmm")
+    t = _template(code, template, "addmm")
     if len(t.inputs) != 1:
         raise InputError(f"the addmm template loads {len(t.inputs)} inputs besides a and b, expected 1 (the bias)")
     return template_output(a, b, {t.inputs[0]: np.asarray(bias)}, template=t)
@@ -265,8 +267,7 @@ def addmm(bias, a, b, *, code: Optional[str] = None, template: Optional[Template
 
 def bmm(a, b, *, code: Optional[str] = None, template: Optional[Template] = None) -> np.ndarray:
     """``torch.bmm(a, b)`` as Inductor's template in ``code`` computes it: ``a`` (B, M, K), ``b`` (B, K, N)."""
-    t = template if template is not None else parse_template(code)
-    _check_op(t, "bmm")
+    t = _template(code, template, "bmm")
     return template_output(a, b, template=t)
 
 
@@ -275,10 +276,7 @@ def scaled_mm(a, b, scale_a, scale_b, *, code: Optional[str] = None, template: O
     torch multiplies: ``b_nk.T``), with tensor-wise (0-d or one-element) or row-wise (``scale_a`` (M, 1),
     ``scale_b`` (1, N)) float32 scales, for the template in ``code`` (Inductor's generated source) or an
     already parsed ``template``."""
-    if (code is None) == (template is None):
-        raise InputError("give code= (Inductor's generated source) or template= (parse_template's result), one of them")
-    t = template if template is not None else parse_template(code)
-    _check_op(t, "_scaled_mm")
+    t = _template(code, template, "_scaled_mm")
     sa, sb = _f32(scale_a), _f32(scale_b)
     M, N = np.shape(a)[0], np.shape(b)[1]
     row = any("tl.load" in ln and "idx_m" in ln for ln in t.epilogue)
