@@ -5,7 +5,7 @@ the log-sum-exp too).
 
     python -m gpu.record.attention --out DIR [--seconds S]
 
-Inputs: q, k, v (B, H, S, D) bf16 from refmodel.verify.seeded_mma.tensor_codes (seed :data:`SEED`, index
+Inputs: q, k, v (B, H, S, D) bf16 or f16 from refmodel.verify.seeded_mma.tensor_codes (seed :data:`SEED`, index
 ``CASE_INDEX * case + {0, 1, 2}``) in the families of :data:`FAMILIES`; :data:`CASES` crosses sequence lengths
 (a multiple of the tile and not), head dims 64 and 128 and causal or not.  ``DIR/attention_<backend>.npz``
 keeps per case ``o_<case>`` (raw bf16 words) and ``lse_<case>`` (float32 words), ``DIR/attention.json`` the
@@ -24,80 +24,140 @@ from pathlib import Path
 import numpy as np
 
 SEED = 20261207
-FAMILIES = ("narrow", "wide")
-CASES = ([dict(B=2, H=2, S=s, D=d, causal=c) for s, d, c in itertools.product((128, 200), (64, 128), (False, True))]
+#: every case runs in every family: random (narrow, wide exponent spread) and adversarial (NaN/Inf, cancelling
+#: products, all zero, subnormal)
+FAMILIES = ("narrow", "wide", "special", "cancel", "zero", "subnormal")
+_SMALL = [dict(B=2, H=2, S=s, D=d, causal=c, dtype="bf16")
+          for s, d, c in itertools.product((128, 200), (64, 128), (False, True))]
+CASES = (_SMALL
          # batch x heads x 64-row blocks above FA2's split-KV threshold (about 211 on 132 SMs): the unsplit kernel
-         + [dict(B=4, H=16, S=256, D=d, causal=c) for d, c in itertools.product((64, 128), (False, True))])
+         + [dict(B=4, H=16, S=256, D=d, causal=c, dtype="bf16") for d, c in itertools.product((64, 128), (False, True))]
+         + [dict(B=2, H=2, S=200, D=d, causal=c, dtype="f16") for d, c in itertools.product((64, 128), (False, True))]
+         # FlexAttention only: a score_mod (relative position bias, score + (q_idx - kv_idx))
+         + [dict(B=2, H=2, S=200, D=d, causal=c, dtype="bf16", mod="relbias")
+            for d, c in itertools.product((64, 128), (False, True))])
 CASE_INDEX = 8
 BACKENDS = ("flex", "flash", "efficient", "cudnn")
+#: outputs of more than this many (batch, head) pairs keep only the first RAW_HEADS heads of batch 0 raw, and the
+#: sha256 of the whole O and LSE words (the recording must travel; the model rebuilds the rest)
+RAW_HEADS = 4
 
 
 def case_name(i: int, fam: str) -> str:
     c = CASES[i]
-    return f"b{c['B']}h{c['H']}_s{c['S']}_d{c['D']}_{'causal' if c['causal'] else 'full'}_{fam}"
+    extra = ("" if c["dtype"] == "bf16" else "_" + c["dtype"]) + (f"_{c['mod']}" if c.get("mod") else "")
+    return f"b{c['B']}h{c['H']}_s{c['S']}_d{c['D']}_{'causal' if c['causal'] else 'full'}{extra}_{fam}"
 
 
 def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bf16 codes of q, k, v of case i, family j."""
+    """Codes (bf16 or f16, as in the case) of q, k, v of case i, family j."""
     from refmodel.verify.seeded_mma import tensor_codes
 
     c = CASES[i]
     shape = (c["B"], c["H"], c["S"], c["D"])
     base = CASE_INDEX * (len(FAMILIES) * i + j)
-    return tuple(tensor_codes("bf16", FAMILIES[j], SEED, base + t, shape) for t in range(3))
+    return tuple(tensor_codes(c["dtype"], FAMILIES[j], SEED, base + t, shape) for t in range(3))
 
 
 def _run_backend(backend: str) -> tuple[dict, dict]:
+    import hashlib
+
     import torch
 
     out, codes = {}, {}
     for i, j in itertools.product(range(len(CASES)), range(len(FAMILIES))):
         c = CASES[i]
-        q, k, v = (torch.from_numpy(x.astype(np.uint16).view(np.int16)).view(torch.bfloat16).cuda()
+        if c.get("mod") and backend != "flex":
+            continue
+        tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[c["dtype"]]
+        q, k, v = (torch.from_numpy(x.astype(np.uint16).view(np.int16)).view(tdt).cuda()
                    for x in qkv_codes(i, j))
         name = case_name(i, FAMILIES[j])
-        try:
+
+        def call():
             if backend == "flex":
-                o, lse = _flex(q, k, v, c["causal"], codes)
-            elif backend == "flash":
-                o, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c["causal"], False)[:2]
-            elif backend == "efficient":
-                o, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0,
-                                                                                c["causal"])[:2]
-            else:
-                o, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, c["causal"],
-                                                                            False)[:2]
+                return _flex(q, k, v, c, codes)
+            if backend == "flash":
+                return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c["causal"], False)[:2]
+            if backend == "efficient":
+                return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0,
+                                                                              c["causal"])[:2]
+            return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, c["causal"],
+                                                                      False)[:2]
+
+        try:
+            o, lse = call()
         except Exception as e:  # noqa: BLE001 - a backend that refuses a case: recorded as refused
             out[f"error_{name}"] = f"{type(e).__name__}: {e}"[:2000]
             continue
         torch.cuda.synchronize()
-        out[f"o_{name}"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
-        out[f"lse_{name}"] = lse.float().contiguous().cpu().numpy().view(np.uint32)
+        if j == 0:              # which CUDA kernels ran (split-KV or not, the template's tile in the name)
+            try:
+                codes[f"kernels:{name}"] = _kernels(call)
+            except Exception as e:  # noqa: BLE001 - no profiler: said, not fatal
+                codes[f"kernels:{name}"] = [f"profiler failed: {type(e).__name__}: {e}"[:500]]
+        ow = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+        lw = lse.float().contiguous().cpu().numpy().view(np.uint32)
+        if c["B"] * c["H"] > RAW_HEADS:
+            out[f"osha_{name}"] = np.array(hashlib.sha256(ow.tobytes()).hexdigest())
+            out[f"lsesha_{name}"] = np.array(hashlib.sha256(lw.tobytes()).hexdigest())
+            ow, lw = ow[:1, :RAW_HEADS], lw[:1, :RAW_HEADS]
+        out[f"o_{name}"], out[f"lse_{name}"] = ow, lw
         out[f"oshape_{name}"] = np.array(o.shape)
         out[f"ostride_{name}"] = np.array(o.stride())
+        out[f"lseshape_{name}"] = np.array(lse.shape)
     return out, codes
+
+
+def _kernels(call) -> list:
+    """The names of the CUDA kernels one more ``call()`` launches, in order (torch.profiler)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def _ptx_files() -> set:
+    import os
+
+    root = os.environ.get("TRITON_CACHE_DIR")
+    return set(Path(root).rglob("*.ptx")) if root and Path(root).exists() else set()
+
+
+def _relbias(score, b, h, q_idx, kv_idx):
+    return score + (q_idx - kv_idx)
 
 
 _FLEX = {}
 
 
-def _flex(q, k, v, causal, codes):
+def _flex(q, k, v, c, codes):
+    """FlexAttention of one case; the first call of a (shape, dtype, causal, mod) keeps Inductor's generated
+    source and the PTX of every Triton kernel that call compiled (the TRITON_CACHE_DIR files it added)."""
     import torch
     from torch._inductor.utils import run_and_get_code
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    key = (tuple(q.shape), causal)
+    causal, mod = c["causal"], c.get("mod")
+    key = (tuple(q.shape), q.dtype, causal, mod)
     if key not in _FLEX:
-        _FLEX[key] = torch.compile(lambda q, k, v, bm: flex_attention(q, k, v, block_mask=bm, return_lse=True),
-                                   dynamic=False)
+        sm = _relbias if mod == "relbias" else None
+        _FLEX[key] = torch.compile(lambda q, k, v, bm: flex_attention(q, k, v, score_mod=sm, block_mask=bm,
+                                                                      return_lse=True), dynamic=False)
     B, H, S, D = q.shape
     bm = None
     if causal:
         bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
-    name = f"{tuple(q.shape)}_{'causal' if causal else 'full'}"
+    name = f"{tuple(q.shape)}_{str(q.dtype)[6:]}_{'causal' if causal else 'full'}{'_' + mod if mod else ''}"
     if name not in codes:
+        before = _ptx_files()
         (o, lse), srcs = run_and_get_code(_FLEX[key], q, k, v, bm)
         codes[name] = "\n\n# ----- next source -----\n\n".join(srcs)
+        for f in sorted(_ptx_files() - before):
+            codes[f"ptx:{name}:{f.name}"] = f.read_text()
     else:
         o, lse = _FLEX[key](q, k, v, bm)
     return o, lse
