@@ -252,20 +252,35 @@ def _pack(calls: list[dict], width: int) -> tuple[dict, list[dict]]:
 CORNER = 16
 
 
-def write_fixtures(src: str, root: str, triton_version: str) -> list[str]:
-    """Turn a recording directory (inductor_calls.json, inductor_templates.json) into fixtures/inductor:
-    ``scaled_mm_tensor.npz`` (kind inductor_calls: the tensor-wise calls and their repeats) and
-    ``templates.npz`` (kind inductor_templates).  Row-wise calls are in scaled_mm.npz already."""
+def _merged(srcs, fn: str) -> dict | None:
+    """The recordings ``fn`` of several recording directories as one (calls in recording order, a call recorded
+    twice refused), or None when none has it."""
+    recs = [json.loads((Path(d) / fn).read_text()) for d in srcs if (Path(d) / fn).exists()]
+    if not recs:
+        return None
+    if len({r["seed"] for r in recs}) != 1:
+        raise SystemExit(f"{fn}: recordings with different seeds {sorted({r['seed'] for r in recs})}")
+    calls = [c for r in recs for c in r["calls"]]
+    names = [c["name"] for c in calls]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"{fn}: a call recorded in more than one directory: {sorted(names)}")
+    return {"seed": recs[0]["seed"], "calls": calls, "date": max(r.get("date") or "" for r in recs) or None}
+
+
+def write_fixtures(src, root: str, triton_version: str) -> list[str]:
+    """Turn recording directories (inductor_calls.json, inductor_templates.json; one directory or several,
+    whose calls are merged) into fixtures/inductor: ``scaled_mm_tensor.npz`` (kind inductor_calls: the
+    tensor-wise calls and their repeats) and ``templates.npz`` (kind inductor_templates).  Row-wise calls are
+    in scaled_mm.npz already."""
     from refmodel.verify.fixtures import host_provenance, write_fixture
 
     written = []
     names = [c[0] for c in CALLS]
     for fn, kind, file in (("inductor_calls.json", "inductor_calls", "scaled_mm_tensor"),
                            ("inductor_templates.json", "inductor_templates", "templates")):
-        path = Path(src) / fn
-        if not path.exists():
+        rec = _merged([src] if isinstance(src, (str, Path)) else src, fn)
+        if rec is None:
             continue
-        rec = json.loads(path.read_text())
         calls = [c for c in rec["calls"] if kind == "inductor_templates" or c["scaling"] == "tensor"]
         if not calls:
             continue
@@ -306,7 +321,8 @@ def main(argv=None) -> int:
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--template", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--only", default=None, help="these call names only (comma-separated)")
-    ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/inductor from a recording DIR")
+    ap.add_argument("--fixture", default=None, nargs="+", metavar="DIR",
+                    help="write fixtures/inductor from recording DIRs (their calls merged)")
     ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
     ap.add_argument("--triton-version", default="3.6.0", help="the recording device's Triton (for --fixture)")
     a = ap.parse_args(argv)
