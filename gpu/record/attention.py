@@ -50,13 +50,10 @@ def case_name(i: int, fam: str) -> str:
 
 
 def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Codes (bf16 or f16, as in the case) of q, k, v of case i, family j."""
-    from refmodel.verify.seeded_mma import tensor_codes
+    """Codes (bf16 or f16, as in the case) of q, k, v of case i, family j (refmodel's rebuild, one definition)."""
+    from refmodel.verify.replay_attention import attention_codes
 
-    c = CASES[i]
-    shape = (c["B"], c["H"], c["S"], c["D"])
-    base = CASE_INDEX * (len(FAMILIES) * i + j)
-    return tuple(tensor_codes(c["dtype"], FAMILIES[j], SEED, base + t, shape) for t in range(3))
+    return attention_codes({"seed": SEED, "families": FAMILIES, "case_index": CASE_INDEX}, {**CASES[i], "index": i}, j)
 
 
 def _run_backend(backend: str) -> tuple[dict, dict]:

@@ -195,7 +195,7 @@ def replay_scaled_mm(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
 PLUGINS = ("refmodel.verify.replay_wgmma", "refmodel.verify.replay_forms", "refmodel.verify.replay_layouts",
            "refmodel.verify.replay_sparse", "refmodel.verify.replay_gemm", "refmodel.verify.replay_golden",
            "refmodel.verify.replay_libraries", "refmodel.verify.replay_sfu", "refmodel.verify.replay_layers",
-           "refmodel.verify.replay_mma_sync")
+           "refmodel.verify.replay_mma_sync", "refmodel.verify.replay_attention")
 
 
 def load_plugins() -> None:
