@@ -48,8 +48,8 @@ def fit(src: Path, backend: str, limit: int | None) -> dict:
         if f"o_{name}" not in z.files:
             continue
         c = R.CASES[i]
-        if c.get("mod") or c["dtype"] != "bf16":
-            continue                    # the drafts are bf16 without score_mod
+        if c.get("mod") or c["dtype"] not in ("bf16", "f16"):
+            continue                    # the drafts are bf16 / f16 without score_mod
         qc, kc, vc = R.qkv_codes(i, j)
         q, k, v = (typed_matrix(x.reshape(-1, c["D"]), c["dtype"]).reshape(x.shape) for x in (qc, kc, vc))
         o_hw = z[f"o_{name}"]           # (B, H, S, D), or its first heads of batch 0 (a big case)

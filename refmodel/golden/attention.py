@@ -39,7 +39,9 @@ from ..numerics.sfu.unit import spelled_f32
 
 #: ATen FA2 on sm_90, bf16, no dropout: head dim -> (kBlockM, kBlockN, warps) (flash_fwd_launch_template.h)
 FA2_TRAITS = {64: (128, 128, 4), 128: (128, 64, 4)}
-_MMA = "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"   # mma.sync m16n8k16 bf16: the same fused dot
+#: the 16-bit input types and the fused dot of their k16 MMAs (mma.sync m16n8k16 sums as the wgmma k16 does)
+_MMA = {np.dtype(ml_dtypes.bfloat16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+        np.dtype(np.float16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"}
 _LOG2E = math.log2(math.e)
 BACKENDS = ("flash", "efficient", "cudnn")
 
@@ -54,10 +56,11 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
 
 
 def _check_qkv(q, k, v, table: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, k, v as bf16 arrays (one batch and head), their head dim among the modelled ones in ``table``."""
+    """q, k, v as bf16 or f16 arrays of one type (one batch and head), their head dim among the modelled ones
+    in ``table``."""
     q, k, v = (np.asarray(x) for x in (q, k, v))
-    if any(x.dtype != ml_dtypes.bfloat16 for x in (q, k, v)):
-        raise InputError("q, k and v must be bfloat16")
+    if q.dtype not in _MMA or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise InputError(f"q, k and v must all be bfloat16 or all float16, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[1] not in table:
         raise InputError(f"head dim {q.shape[1]} is not among the modelled {sorted(table)}")
     return q, k, v
@@ -85,13 +88,14 @@ def _chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     B[:, :N] = b
     C = np.zeros((Mp, Np), np.float32)
     C[:M, :N] = c
-    return gemm(A, B, C, instr=_MMA)[:M, :N]
+    return gemm(A, B, C, instr=_MMA[a.dtype])[:M, :N]
 
 
-def _bf16(x) -> np.ndarray:
+def _round(x, dtype) -> np.ndarray:
+    """float32 ``x`` rounded to the 16-bit ``dtype`` (cvt.rn)."""
     from ..numerics.gemm import _convert
 
-    return _convert(np.ascontiguousarray(x, np.float32), np.dtype(ml_dtypes.bfloat16))
+    return _convert(np.ascontiguousarray(x, np.float32), np.dtype(dtype))
 
 
 def _thread_of_column(n: int) -> np.ndarray:
@@ -131,7 +135,7 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
     bm, bn, _ = FA2_TRAITS[D]
     ss = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
     sl2 = np.float32(float(ss) * _LOG2E)                       # params.scale_softmax_log2 (host, double)
-    o = np.zeros((Sq, D), ml_dtypes.bfloat16)
+    o = np.zeros((Sq, D), q.dtype)
     lse = np.zeros(Sq, np.float32)
     for m0 in range(0, Sq, bm):
         rows = np.arange(m0, min(m0 + bm, Sq))
@@ -166,13 +170,13 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
             p = spelled_f32("cuda:exp2f(x)", t)
             fused = i and "sum" in contract          # row_sum·scale + p0 as one FFMA (part not rescaled above)
             part = _lane_sums(p, part if i else None, scale=r if fused else None)
-            pb = _bf16(p)                                       # cvt.rn.bf16x2.f32
+            pb = _round(p, q.dtype)                             # cvt.rn.bf16x2.f32 (f16x2)
             acc = _chain(pb, vb, acc)
         total = _quad(part)
         bad = (total == 0) | np.isnan(total)
         with np.errstate(all="ignore"):
             inv = np.where(bad, np.float32(1), spelled_f32("cuda:1.0f / x", total))
-        o[rows] = _bf16(mul_f32(acc, inv[:, None]))
+        o[rows] = _round(mul_f32(acc, inv[:, None]), q.dtype)
         lg = spelled_f32("cuda:__logf(x)", np.where(bad, np.float32(1), total))
         if "lse" in contract:
             body = fma_f32_array(row_max, np.broadcast_to(ss, row_max.shape), lg)
@@ -204,7 +208,7 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
     dm, dn, _ = FLEX_DEFAULTS[D]
     bm, bn = block_m or dm, block_n or dn
     sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
-    o = np.zeros((Sq, D), ml_dtypes.bfloat16)
+    o = np.zeros((Sq, D), q.dtype)
     lse = np.zeros(Sq, np.float32)
     n_blocks = -(-Sk // bn)
     for m0 in range(0, Sq, bm):
@@ -233,12 +237,12 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
             p = spelled_f32("triton:tl.exp2(x)", fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), -mm[:, None]))
             l_i = fma_f32_array(l_i, alpha, _quad(_lane_sums(p)))   # tl.sum: Triton 3.6's PTX order
             acc = mul_f32(acc, alpha[:, None])
-            acc = _chain(_bf16(p), vb, acc)
+            acc = _chain(_round(p, q.dtype), vb, acc)
             m_i = m_ij
         l_i = np.where(l_i == 0, np.float32(1), l_i)
         with np.errstate(all="ignore"):
             out = spelled_f32("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
-        o[rows] = _bf16(out)
+        o[rows] = _round(out, q.dtype)
         lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
     return o, lse
 
