@@ -19,22 +19,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def variants(backend: str):
+def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
+    """(label, fn(q, k, v, causal)) of every draft variant of one case: FA2's open contractions (each subset of
+    ``opts``) on the split count ATen picks; FlexAttention's template."""
     from refmodel.golden import attention as A
 
     if backend == "flash":
-        opts = ("max", "sum", "lse")
+        ns = A.fa2_num_splits(case["B"], case["H"], case["S"], case["S"], case["D"])
         for r in range(len(opts) + 1):
             for c in itertools.combinations(opts, r):
-                yield "contract=" + (",".join(c) or "none"), lambda q, k, v, causal, c=c: A.fa2_forward_draft(
-                    q, k, v, is_causal=causal, contract=c)
+                if "combine" in c and ns == 1:
+                    continue
+                yield f"splits={ns} contract=" + (",".join(c) or "none"), \
+                    lambda q, k, v, causal, c=c: A.fa2_forward_draft(q, k, v, is_causal=causal, contract=c,
+                                                                     num_splits=ns)
     elif backend == "flex":
         yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal)
     else:
         raise SystemExit(f"no draft for backend {backend!r}")
 
 
-def fit(src: Path, backend: str, limit: int | None) -> dict:
+def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", "sum", "lse", "combine")) -> dict:
     import ml_dtypes
 
     import gpu.record.attention as R
@@ -45,6 +50,8 @@ def fit(src: Path, backend: str, limit: int | None) -> dict:
     done = 0
     for i, j in itertools.product(range(len(R.CASES)), range(len(R.FAMILIES))):
         name = R.case_name(i, R.FAMILIES[j])
+        if families and R.FAMILIES[j] not in families:
+            continue
         if f"o_{name}" not in z.files:
             continue
         c = R.CASES[i]
@@ -55,7 +62,7 @@ def fit(src: Path, backend: str, limit: int | None) -> dict:
         o_hw = z[f"o_{name}"]           # (B, H, S, D), or its first heads of batch 0 (a big case)
         lse_hw = z[f"lse_{name}"]
         lse_hw = lse_hw.reshape(lse_hw.shape[0], lse_hw.shape[1], -1)[..., :c["S"]]
-        for label, fn in variants(backend):
+        for label, fn in variants(backend, c, opts):
             bad_o = bad_l = 0
             for b, h in itertools.product(range(o_hw.shape[0]), range(o_hw.shape[1])):
                 o, lse = fn(q[b, h], k[b, h], v[b, h], c["causal"])
@@ -77,8 +84,11 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="flash", choices=["flash", "flex"])
     ap.add_argument("--limit", type=int, default=None, help="at most N cases")
     ap.add_argument("--json", default=None, help="write the report here")
+    ap.add_argument("--families", default=None, help="these families only (comma-separated)")
+    ap.add_argument("--opts", default="max,sum,lse,combine", help="FA2 contractions to try (comma-separated)")
     a = ap.parse_args(argv)
-    rep = fit(Path(a.dir), a.backend, a.limit)
+    rep = fit(Path(a.dir), a.backend, a.limit, a.families.split(",") if a.families else None,
+              tuple(x for x in a.opts.split(",") if x))
     if a.json:
         Path(a.json).write_text(json.dumps(rep, indent=1))
     return 0

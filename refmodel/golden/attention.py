@@ -127,62 +127,168 @@ def _quad(part: np.ndarray) -> np.ndarray:
     return add_f32(add_f32(part[:, 0], part[:, 2]), add_f32(part[:, 1], part[:, 3]))
 
 
-def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=()) -> tuple[np.ndarray, np.ndarray]:
-    """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head:
-    ``(o (Sq, D) bf16, lse (Sq,) float32)``.  A draft: not checked against the hardware yet."""
-    q, k, v = _check_qkv(q, k, v, FA2_TRAITS)
+#: the split-KV kernel's tiles: head dim -> (kBlockM, kBlockN) (run_mha_fwd_splitkv_dispatch)
+FA2_SPLIT_TRAITS = {64: (64, 256), 128: (64, 128)}
+
+
+def fa2_num_splits(batch: int, heads: int, seqlen_q: int, seqlen_k: int, head_dim: int, sms: int = 132) -> int:
+    """The number of key splits ATen's ``mha_fwd`` picks (``set_params_splitkv`` with num_splits 0, no dropout):
+    FA2's ``num_splits_heuristic`` on batch · heads · ⌈Sq / 64⌉ row blocks, 2 · ``sms`` slots and the split
+    kernel's key blocks, at most 128 splits."""
+    bn = 256 if head_dim <= 64 else (128 if head_dim <= 128 else 64)
+    n_blocks = -(-seqlen_k // bn)
+    work = batch * heads * (-(-seqlen_q // 64))
+    slots = 2 * sms
+    if work >= np.float32(0.8) * np.float32(slots):
+        return 1
+    top = min(128, slots, n_blocks)
+    eligible = [s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1)) for s in range(1, top + 1)]
+    eff = []
+    for s, ok in zip(range(1, top + 1), eligible):
+        waves = np.float32(work * s) / np.float32(slots)
+        eff.append(np.float32(waves / np.float32(math.ceil(waves))) if ok else np.float32(0))
+    best = max(eff) if eff else np.float32(0)
+    for s, ok in zip(range(1, top + 1), eligible):
+        if ok and eff[s - 1] >= np.float32(0.85) * best:
+            return s
+    return 1
+
+
+def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, check_inf, contract):
+    """One FA2 row block over key ``blocks`` (in the order run): the unnormalised float32 accumulator, the raw
+    row max and each quad lane's running sum (rows, 4).  The first ``masking_steps`` blocks take Check_inf."""
     (Sq, D), Sk = q.shape, k.shape[0]
-    bm, bn, _ = FA2_TRAITS[D]
-    ss = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
-    sl2 = np.float32(float(ss) * _LOG2E)                       # params.scale_softmax_log2 (host, double)
-    o = np.zeros((Sq, D), q.dtype)
-    lse = np.zeros(Sq, np.float32)
-    for m0 in range(0, Sq, bm):
-        rows = np.arange(m0, min(m0 + bm, Sq))
-        n_max = -(-Sk // bn)
+    acc = np.zeros((rows.size, D), np.float32)
+    row_max = np.full(rows.size, -np.inf, np.float32)
+    part = np.zeros((rows.size, 4), np.float32)          # each quad lane's running sum
+    for i, n in enumerate(blocks):
+        kb, vb, cols, ok = _key_block(k, v, n, bn)
+        s = _chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32))
+        masked = ~ok[None, :]
         if is_causal:
-            n_max = min(n_max, -(-min(Sk, m0 + bm + Sk - Sq) // bn))
-        acc = np.zeros((rows.size, D), np.float32)
-        row_max = np.full(rows.size, -np.inf, np.float32)
-        part = np.zeros((rows.size, 4), np.float32)          # each quad lane's running sum
-        for i, n in enumerate(range(n_max - 1, -1, -1)):
-            kb, vb, cols, ok = _key_block(k, v, n, bn)
-            s = _chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32))
-            masked = ~ok[None, :]
-            if is_causal:
-                masked = masked | (cols[None, :] >= np.minimum(Sk, rows[:, None] + 1 + Sk - Sq))
-            s = np.where(masked, np.float32(-np.inf), s)
-            prev = row_max
+            masked = masked | (cols[None, :] >= np.minimum(Sk, rows[:, None] + 1 + Sk - Sq))
+        s = np.where(masked, np.float32(-np.inf), s)
+        prev = row_max
+        with np.errstate(invalid="ignore"):
+            cur = np.fmax(prev, np.fmax.reduce(s, axis=1)) if i else np.fmax.reduce(s, axis=1)
+        row_max = cur.astype(np.float32)
+        r = None
+        if i:
+            inf_ok = check_inf and i < masking_steps
+            m_cur = np.where(row_max == -np.inf, np.float32(0), row_max) if inf_ok else row_max
             with np.errstate(invalid="ignore"):
-                cur = np.fmax(prev, np.fmax.reduce(s, axis=1)) if i else np.fmax.reduce(s, axis=1)
-            row_max = cur.astype(np.float32)
-            if i:
-                m_cur = np.where(row_max == -np.inf, np.float32(0), row_max) if is_causal else row_max
                 r = spelled_f32("cuda:exp2f(x)", mul_f32(add_f32(prev, -m_cur), sl2))
-                part = mul_f32(part, r[:, None]) if "sum" not in contract else part
-                acc = mul_f32(acc, r[:, None])
-            ms = np.where(row_max == -np.inf, np.float32(0), mul_f32(row_max, sl2))
+            part = mul_f32(part, r[:, None]) if "sum" not in contract else part
+            acc = mul_f32(acc, r[:, None])
+        ms = np.where(row_max == -np.inf, np.float32(0), mul_f32(row_max, sl2))
+        with np.errstate(invalid="ignore"):
             if "max" in contract:
                 t = fma_f32_array(-row_max[:, None], np.broadcast_to(sl2, s.shape), mul_f32(s, sl2))
                 t = np.where((row_max == -np.inf)[:, None], mul_f32(s, sl2), t)
             else:
                 t = add_f32(mul_f32(s, sl2), -ms[:, None])
-            p = spelled_f32("cuda:exp2f(x)", t)
-            fused = i and "sum" in contract          # row_sum·scale + p0 as one FFMA (part not rescaled above)
-            part = _lane_sums(p, part if i else None, scale=r if fused else None)
-            pb = _round(p, q.dtype)                             # cvt.rn.bf16x2.f32 (f16x2)
-            acc = _chain(pb, vb, acc)
-        total = _quad(part)
-        bad = (total == 0) | np.isnan(total)
-        with np.errstate(all="ignore"):
-            inv = np.where(bad, np.float32(1), spelled_f32("cuda:1.0f / x", total))
-        o[rows] = _round(mul_f32(acc, inv[:, None]), q.dtype)
-        lg = spelled_f32("cuda:__logf(x)", np.where(bad, np.float32(1), total))
+        p = spelled_f32("cuda:exp2f(x)", t)
+        fused = i and "sum" in contract          # row_sum·scale + p0 as one FFMA (part not rescaled above)
+        part = _lane_sums(p, part if i else None, scale=r if fused else None)
+        acc = _chain(_round(p, q.dtype), vb, acc)           # cvt.rn.bf16x2.f32 (f16x2), then P·V
+    return acc, row_max, part
+
+
+def _fa2_end(acc, row_max, part, ss, contract, split: bool):
+    """``normalize_softmax_lse``: the quad sum, ``acc · (1/sum)`` and ``row_max·scale + __logf(sum)`` (a zero or
+    NaN sum: 1 and -inf for a split, +inf otherwise)."""
+    total = _quad(part)
+    bad = (total == 0) | np.isnan(total)
+    with np.errstate(all="ignore"):
+        inv = np.where(bad, np.float32(1), spelled_f32("cuda:1.0f / x", total))
+    out = mul_f32(acc, inv[:, None])
+    lg = spelled_f32("cuda:__logf(x)", np.where(bad, np.float32(1), total))
+    with np.errstate(invalid="ignore"):
         if "lse" in contract:
             body = fma_f32_array(row_max, np.broadcast_to(ss, row_max.shape), lg)
         else:
             body = add_f32(mul_f32(row_max, ss), lg)
-        lse[rows] = np.where(bad, np.float32(np.inf), body)
+    return out, np.where(bad, np.float32(-np.inf if split else np.inf), body)
+
+
+def _fa2_combine(outs, lses, contract):
+    """``combine_attn_seqk_parallel``: the splits' float32 O (already normalised) and LSEs merged with ``expf``
+    and ``logf``; O summed over the splits in order (``o += scale · o_split``)."""
+    L = np.stack(lses)                                           # (splits, rows)
+    n = 1 << max(1, math.ceil(math.log2(len(lses))))             # kMaxSplits: padded slots are -inf
+    pad = np.full((n - L.shape[0], L.shape[1]), -np.inf, np.float32)
+    L = np.concatenate([L, pad]) if pad.size else L
+    lmax = np.fmax.reduce(L, axis=0)
+    lmax = np.where(lmax == -np.inf, np.float32(0), lmax)
+    with np.errstate(invalid="ignore"):
+        e = spelled_f32("cuda:expf(x)", add_f32(L, -lmax[None, :]))
+    step = n // 2                                                # the butterfly (shfl xor n/2, ..., 1)
+    while step:
+        e = _butterfly(e, step)
+        step //= 2
+    total = e[0]
+    bad = (total == 0) | np.isnan(total)
+    with np.errstate(invalid="ignore"):
+        lse = np.where(bad, np.float32(np.inf),
+                       add_f32(spelled_f32("cuda:logf(x)", np.where(bad, np.float32(1), total)), lmax))
+    o = np.zeros_like(outs[0])
+    for l_s, o_s in zip(lses, outs):
+        with np.errstate(invalid="ignore"):
+            sc = spelled_f32("cuda:expf(x)", add_f32(l_s, -lse))
+        o = fma_f32_array(np.broadcast_to(sc[:, None], o.shape), o_s, o) if "combine" in contract else \
+            add_f32(o, mul_f32(sc[:, None], o_s))
+    return o, lse
+
+
+def _butterfly(e: np.ndarray, step: int) -> np.ndarray:
+    """One ``x + shfl_xor(x, step)`` round over the first axis (lane l adds lane l ^ step)."""
+    idx = np.arange(e.shape[0]) ^ step
+    return add_f32(e, e[idx])
+
+
+def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=(),
+                      num_splits: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head:
+    ``(o (Sq, D), lse (Sq,) float32)``; ``num_splits`` > 1: the split-KV kernel and its combine
+    (:func:`fa2_num_splits` says what ATen picks).  A draft: not checked against the hardware yet."""
+    q, k, v = _check_qkv(q, k, v, FA2_TRAITS)
+    (Sq, D), Sk = q.shape, k.shape[0]
+    split = num_splits > 1
+    bm, bn = FA2_SPLIT_TRAITS[D] if split else FA2_TRAITS[D][:2]
+    ss = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
+    sl2 = np.float32(float(ss) * _LOG2E)                       # params.scale_softmax_log2 (host, double)
+    even = Sq % bm == 0 and Sk % bn == 0
+    masking_steps = 1 if not is_causal else -(-bm // bn) + (0 if even else 1)
+    check_inf = is_causal or not even
+    o = np.zeros((Sq, D), q.dtype)
+    lse = np.zeros(Sq, np.float32)
+    n_total = -(-Sk // bn)
+    per = -(-n_total // num_splits)
+    for m0 in range(0, Sq, bm):
+        rows = np.arange(m0, min(m0 + bm, Sq))
+        n_max = n_total
+        if is_causal:
+            n_max = min(n_max, -(-(m0 + bm + Sk - Sq) // bn))
+        if not split:
+            acc, row_max, part = _fa2_rowblock(q, k, v, rows, range(n_max - 1, -1, -1), bn, sl2, is_causal,
+                                               masking_steps, check_inf, contract)
+            out, lse[rows] = _fa2_end(acc, row_max, part, ss, contract, split=False)
+            o[rows] = _round(out, q.dtype)
+            continue
+        outs, lses = [], []
+        for sp in range(num_splits):
+            lo, hi = sp * per, min(n_max, (sp + 1) * per)
+            if lo >= hi:                                           # an empty split: O 0, LSE -inf
+                outs.append(np.zeros((rows.size, D), np.float32))
+                lses.append(np.full(rows.size, -np.inf, np.float32))
+                continue
+            acc, row_max, part = _fa2_rowblock(q, k, v, rows, range(hi - 1, lo - 1, -1), bn, sl2, is_causal,
+                                               masking_steps, check_inf, contract)
+            out, l_s = _fa2_end(acc, row_max, part, ss, contract, split=True)
+            outs.append(out)
+            lses.append(l_s)
+        out, lse[rows] = _fa2_combine(outs, lses, contract)
+        o[rows] = _round(out, q.dtype)
     return o, lse
 
 
