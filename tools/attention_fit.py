@@ -34,7 +34,13 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
                     lambda q, k, v, causal, c=c: A.fa2_forward_draft(q, k, v, is_causal=causal, contract=c,
                                                                      num_splits=ns)
     elif backend == "flex":
-        yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal)
+        mod = None
+        if case.get("mod") == "relbias":
+            from refmodel.numerics.promotion import add_f32
+
+            def mod(s, qi, ki):
+                return add_f32(s, np.broadcast_to((qi - ki).astype(np.float32), s.shape))
+        yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal, score_mod=mod)
     else:
         raise SystemExit(f"no draft for backend {backend!r}")
 
@@ -55,8 +61,8 @@ def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", 
         if f"o_{name}" not in z.files:
             continue
         c = R.CASES[i]
-        if c.get("mod") or c["dtype"] not in ("bf16", "f16"):
-            continue                    # the drafts are bf16 / f16 without score_mod
+        if (c.get("mod") and backend != "flex") or c["dtype"] not in ("bf16", "f16"):
+            continue                    # the drafts are bf16 / f16; score_mod: FlexAttention
         qc, kc, vc = R.qkv_codes(i, j)
         q, k, v = (typed_matrix(x.reshape(-1, c["D"]), c["dtype"]).reshape(x.shape) for x in (qc, kc, vc))
         o_hw = z[f"o_{name}"]           # (B, H, S, D), or its first heads of batch 0 (a big case)

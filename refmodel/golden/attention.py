@@ -297,18 +297,65 @@ FLEX_DEFAULTS = {64: (128, 128, 4), 128: (128, 64, 8)}
 _RCP_LN2 = np.float32(1.44269504)                            # the template's RCP_LN2 constexpr (0x3FB8AA3B)
 
 
-def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None,
-                         block_n=None) -> tuple[np.ndarray, np.ndarray]:
-    """FlexAttention's forward template (torch 2.11, no score_mod; ``is_causal``: the causal block mask) on
-    ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 of one batch and head, as read from the template and from
-    Triton 3.6's PTX of the same loop (compiled on the CPU): ``(o bf16, lse float32 natural log)``.  A draft:
-    not checked against the hardware yet.
+SPARSE_BLOCK = 128                                           # create_block_mask's default BLOCK_SIZE
+_LARGE_SPARSE_BLOCK = 1 << 30                                # the block mask of a call without one
 
-    Per KV block: ``s = bf16 dot (wgmma chain) · SM_SCALE`` (mul.f32); masked entries ``-inf``; the row max of
-    ``s·RCP_LN2`` (mul.f32) merged with ``m_i``; ``alpha = ex2(m_i − m)``, ``p = ex2(fma(s, RCP_LN2, −m))``;
-    ``l_i = fma(l_i, alpha, tl.sum(p))``; ``acc = acc·alpha`` then ``acc += bf16(p) · v``.  At the end
-    ``acc / l_i`` (div.full), ``lse = (m_i + log2 l_i)·ln 2``.  Causal: the diagonal (partial) blocks first,
-    then the full ones, each in ascending order."""
+
+def flex_kv_order(Sq: int, Sk: int, block_m: int, block_n: int, mask=None, sparse_q: int = SPARSE_BLOCK,
+                  sparse_kv: int = SPARSE_BLOCK) -> list[tuple[list[int], list[int]]]:
+    """Per BLOCK_M row block, the BLOCK_N key blocks FlexAttention's forward runs: (partial, full), each in the
+    order run.  ``mask(q_idx, kv_idx)`` (numpy index grids -> bool) is the mask_mod of create_block_mask, which
+    classifies sparse blocks (``sparse_q`` x ``sparse_kv``, evaluated on the padded grid) as partial (some
+    entries kept) or full (all kept), in ascending order; without a mask the call's block mask is one huge
+    partial block.  Each sparse block runs as ``sparse_kv / BLOCK_N`` key blocks, and each of the two loops
+    stops after ``min(blocks · that, max(⌈Sk / BLOCK_N⌉, 1))`` key blocks (``block_n_end``)."""
+    n_end_cap = max(-(-Sk // block_n), 1)
+    out = []
+    for m0 in range(0, Sq, block_m):
+        if mask is None:
+            lists = [[0], []]
+            skv = _LARGE_SPARSE_BLOCK
+        else:
+            skv = sparse_kv
+            r = m0 // sparse_q
+            qi = np.arange(r * sparse_q, (r + 1) * sparse_q)[:, None]
+            nkv = -(-Sk // sparse_kv)
+            lists = [[], []]
+            for c in range(nkv):
+                ki = np.arange(c * sparse_kv, (c + 1) * sparse_kv)[None, :]
+                m = np.broadcast_to(np.asarray(mask(qi, ki), bool), (qi.shape[0], ki.shape[1]))
+                if m.all():
+                    lists[1].append(c)
+                elif m.any():
+                    lists[0].append(c)
+        mult = skv // block_n
+        row = []
+        for blocks in lists:
+            end = min(len(blocks) * mult, n_end_cap)
+            subs = [c * mult + t for c in blocks for t in range(mult)][:end] if mult < 1 << 20 else \
+                list(range(end))
+            row.append(subs)
+        out.append((row[0], row[1]))
+    return out
+
+
+def _causal(qi, ki):
+    return qi >= ki
+
+
+def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
+                         score_mod=None) -> tuple[np.ndarray, np.ndarray]:
+    """FlexAttention's forward template (torch 2.11; ``is_causal``: the block mask of ``q_idx >= kv_idx``) on
+    ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head, as read from the template
+    (torch/_inductor/kernel/flex/templates) and from Triton 3.6's PTX of the same loop:
+    ``(o, lse float32 natural log)``.  ``score_mod(s, q_idx, kv_idx)``: float32 scores (rows, cols) and their
+    index grids -> float32, applied after ``SM_SCALE``.  A draft: not checked against the hardware yet.
+
+    Per key block: ``s = dot (wgmma chain) · SM_SCALE`` (mul.f32); score_mod; masked and out-of-range entries
+    ``-inf``; ``t = s·RCP_LN2`` (mul.f32) for the row max merged with ``m_i``; ``alpha = ex2(m_i − m)``,
+    ``p = ex2(fma(s, RCP_LN2, −m))`` (the product contracted into the subtraction); ``l_i = fma(l_i, alpha,
+    tl.sum(p))``; ``acc = acc·alpha`` then ``acc += rn(p) · v``.  At the end ``acc / l_i`` (div.full),
+    ``lse = (m_i + log2 l_i)·ln 2``.  Key blocks in :func:`flex_kv_order`'s order."""
     q, k, v = _check_qkv(q, k, v, FLEX_DEFAULTS)
     (Sq, D), Sk = q.shape, k.shape[0]
     dm, dn, _ = FLEX_DEFAULTS[D]
@@ -316,39 +363,34 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
     sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
     o = np.zeros((Sq, D), q.dtype)
     lse = np.zeros(Sq, np.float32)
-    n_blocks = -(-Sk // bn)
-    for m0 in range(0, Sq, bm):
+    order = flex_kv_order(Sq, Sk, bm, bn, _causal if is_causal else None)
+    for (partial, full), m0 in zip(order, range(0, Sq, bm)):
         rows = np.arange(m0, min(m0 + bm, Sq))
-        if is_causal:       # create_block_mask: partial blocks (the diagonal) first, then full blocks
-            lo, hi = m0, m0 + bm - 1
-            partial = [n for n in range(n_blocks) if n * bn <= hi and (n + 1) * bn - 1 > lo]
-            full = [n for n in range(n_blocks) if (n + 1) * bn - 1 <= lo]
-            order = partial + full
-        else:
-            order = list(range(n_blocks))
         acc = np.zeros((rows.size, D), np.float32)
         m_i = np.full(rows.size, -np.inf, np.float32)
         l_i = np.zeros(rows.size, np.float32)
-        for n in order:
+        for n, is_full in [(n, False) for n in partial] + [(n, True) for n in full]:
             kb, vb, cols, ok = _key_block(k, v, n, bn)
             s = mul_f32(_chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32)), sm)
+            if score_mod is not None:
+                s = np.asarray(score_mod(s, rows[:, None], cols[None, :]), np.float32)
             masked = ~ok[None, :]
-            if is_causal:
-                masked = masked | (cols[None, :] > rows[:, None])
+            if is_causal and not is_full:
+                masked = masked | ~_causal(rows[:, None], cols[None, :])
             s = np.where(masked, np.float32(-np.inf), s)
             with np.errstate(invalid="ignore"):
                 m_ij = np.fmax(m_i, np.fmax.reduce(mul_f32(s, _RCP_LN2), axis=1)).astype(np.float32)
-            mm = np.where(m_ij == -np.inf, np.float32(0), m_ij)
-            alpha = spelled_f32("triton:tl.exp2(x)", add_f32(m_i, -mm))
-            p = spelled_f32("triton:tl.exp2(x)", fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), -mm[:, None]))
-            l_i = fma_f32_array(l_i, alpha, _quad(_lane_sums(p)))   # tl.sum: Triton 3.6's PTX order
-            acc = mul_f32(acc, alpha[:, None])
+                mm = np.where(m_ij == -np.inf, np.float32(0), m_ij)
+                alpha = spelled_f32("triton:tl.exp2(x)", add_f32(m_i, -mm))
+                p = spelled_f32("triton:tl.exp2(x)",
+                                fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), np.broadcast_to(-mm[:, None], s.shape)))
+                l_i = fma_f32_array(l_i, alpha, _quad(_lane_sums(p)))   # tl.sum: Triton 3.6's PTX order
+                acc = mul_f32(acc, alpha[:, None])
             acc = _chain(_round(p, q.dtype), vb, acc)
             m_i = m_ij
         l_i = np.where(l_i == 0, np.float32(1), l_i)
         with np.errstate(all="ignore"):
             out = spelled_f32("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
-        o[rows] = _round(out, q.dtype)
-        lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
+            o[rows] = _round(out, q.dtype)
+            lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
     return o, lse
-
