@@ -200,17 +200,94 @@ def record(out: str, seconds: float, backends) -> int:
         rows.append(row)
         print(f"{b}: ok at {time.time() - t0:.0f} s; refused: {sorted(row['errors'])[:4]}", flush=True)
         (Path(out) / "attention.json").write_text(json.dumps({"seed": SEED, "families": FAMILIES, "cases": CASES,
-                                                              "case_index": CASE_INDEX, "runs": rows}))
+                                                              "case_index": CASE_INDEX, "runs": rows,
+                                                              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                    time.gmtime())}))
     return 0 if rows else 1
+
+
+def write_fixtures(src: str, root: str, backends) -> list[str]:
+    """Turn a recording directory into fixtures/attention/<backend>.npz (kind attention_seeded,
+    refmodel.verify.replay_attention): per recorded case and family the sha256 of the whole O and LSE words,
+    the first rows of O and the LSE of batch 0, head 0 raw, FlexAttention's generated sources; the cases a
+    backend refused are named in meta."""
+    import hashlib
+
+    from refmodel.verify.fixtures import host_provenance, write_fixture
+    from refmodel.verify.replay_attention import ROWS
+
+    rec = json.loads((Path(src) / "attention.json").read_text())
+    runs = {r["backend"]: r for r in rec["runs"]}
+    written = []
+    for backend in backends:
+        if backend not in runs:
+            continue
+        run, z = runs[backend], np.load(Path(src) / f"attention_{backend}.npz")
+        cases, osha, lsha, arrays, codes, code_index = [], [], [], {}, [], {}
+        for i, c in enumerate(CASES):
+            names = [case_name(i, f) for f in FAMILIES]
+            if not all(f"o_{n}" in z.files for n in names):
+                continue
+            lses = []
+            o_rows = []
+            os_, ls_ = [], []
+            for n in names:
+                ow, lw = z[f"o_{n}"], z[f"lse_{n}"]
+                full = f"osha_{n}" in z.files
+                os_.append(bytes.fromhex(str(z[f"osha_{n}"])) if full else hashlib.sha256(ow.tobytes()).digest())
+                ls_.append(bytes.fromhex(str(z[f"lsesha_{n}"])) if full else hashlib.sha256(lw.tobytes()).digest())
+                o_rows.append(ow[0, 0, :ROWS])
+                lses.append(lw[0, 0])
+            k = len(cases)
+            arrays[f"o{k}"], arrays[f"lse{k}"] = np.stack(o_rows), np.stack(lses)
+            osha.append(os_)
+            lsha.append(ls_)
+            meta_c = {"name": case_name(i, "")[:-1], "index": i, **c,
+                      "lse_shape": [int(x) for x in z[f"lseshape_{names[0]}"]]}
+            if backend == "flex":
+                key = f"({c['B']}, {c['H']}, {c['S']}, {c['D']})_" + \
+                    {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn"}[c["dtype"]] + \
+                    f"_{'causal' if c['causal'] else 'full'}" + (f"_{c['mod']}" if c.get("mod") else "")
+                if key not in code_index:
+                    code_index[key] = len(codes)
+                    codes.append(run["codes"][key])
+                meta_c["code"] = code_index[key]
+            cases.append(meta_c)
+        if not cases:
+            continue
+        arrays["o_sha256"] = np.frombuffer(b"".join(x for r in osha for x in r), np.uint8).reshape(len(cases), -1, 32)
+        arrays["lse_sha256"] = np.frombuffer(b"".join(x for r in lsha for x in r), np.uint8).reshape(len(cases), -1, 32)
+        if codes:
+            arrays["code"] = np.frombuffer("".join(codes).encode(), np.uint8).copy()
+        kernels = {k[8:]: v for k, v in run["codes"].items() if k.startswith("kernels:")}
+        meta = {"backend": backend, "seed": rec["seed"], "families": list(rec["families"]),
+                "case_index": rec["case_index"], "cases": cases, "codes": [len(c.encode()) for c in codes],
+                "refused": run["errors"], "kernels": kernels,
+                "inputs": "refmodel.verify.replay_attention.attention_codes(meta, case, family)"}
+        prov = {"device": run["device"], "torch": run["torch"], "triton": run["triton"], "cudnn": run["cudnn"],
+                "recorder": "gpu.record.attention", "merged_on": host_provenance(),
+                "date": rec.get("date") or host_provenance()["date"]}
+        n_out = sum(int(np.prod([c["B"], c["H"], c["S"], c["D"]])) + int(np.prod(c["lse_shape"])) for c in cases)
+        write_fixture("attention", backend, arrays, kind="attention_seeded", cases=n_out * len(rec["families"]),
+                      meta=meta, provenance=prov, root=root)
+        written.append(f"{backend}.npz: {len(cases)} cases x {len(rec['families'])} families, "
+                       f"{n_out * len(rec['families'])} outputs; refused {len(run['errors'])}")
+    return written
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None)
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/attention from a recording DIR")
+    ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
     a = ap.parse_args(argv)
+    if a.fixture:
+        for line in write_fixtures(a.fixture, a.fixtures, a.backends.split(",")):
+            print(line)
+        return 0
     if a.child:
         return _child(a.child, a.out)
     return record(a.out, a.seconds, a.backends.split(","))
