@@ -5,25 +5,22 @@ on the H200 (``fixtures/attention``, ``gpu.record.attention``). A model that was
 bits as if they were the hardware's.
 
 :func:`fa2_forward_draft` is the schedule of the FlashAttention-2 kernels that torch's ``flash`` backend runs
-on sm_90. It was read from the source (Dao-AILab/flash-attention v2.7.4, which PyTorch 2.9 to 2.11 builds with
-``UNFUSE_FMA`` and without fast math) and is written with refmodel's recorded parts:
+on sm_90: the source (Dao-AILab/flash-attention v2.7.4, built by PyTorch 2.11 with ``UNFUSE_FMA``, no fast math)
+and the sm_90 SASS of the 2.11.0 wheel's ``libtorch_cuda.so`` (native sm_90 cubins, no PTX), written with
+refmodel's recorded parts:
 
-* ``S = Q Kᵀ`` is a chain of ``mma.sync.m16n8k16`` bf16 fused dots over the head dimension;
-* ``p = exp2f(__fmul_rn(s, scale·log2 e) − max·scale·log2 e)`` uses the ``cuda:exp2f`` spelling;
-* P is rounded to bf16 (``cvt.rn``) for ``acc_o += P V`` (a chain over the key block);
-* each thread keeps a running sum of its own columns (``col = 8j + 2(lane % 4) + {0, 1}``) in float32;
-  the quad reduction ``(s0 + s2) + (s1 + s3)`` is taken once, at the end;
+* ``S = Q Kᵀ`` is a chain of ``mma.sync.m16n8k16`` fused dots over the head dimension (HMMA.16816);
+* ``p = exp2f(FMUL(s, scale·log2 e) − FSEL(FMUL(max, scale·log2 e), 0))`` (no FFMA; ``cuda:exp2f``);
+* P is rounded to bf16 / f16 (``F2FP``, RN) for ``acc_o += P V``; the row sum uses the float32 p;
+* each thread keeps a running sum of its own columns (``col = 8j + 2(lane % 4) + {0, 1}``, ascending); in a later
+  key block ``row_sum·scale + p₀`` is one FFMA; the quad reduction ``(s0 + s2) + (s1 + s3)`` is taken at the end;
 * key blocks run from the last one down to the first; the rescale is ``exp2f((m_prev − m_cur)·scale·log2 e)``;
-* the end: ``o = bf16(acc_o · (1/sum))`` and ``lse = m·scale + __logf(sum)``.
+* the end: ``o = rn(acc_o · (1/sum))`` (IEEE reciprocal) and ``lse = FFMA(m, scale, __logf(sum))``;
+* split-KV (ATen's heuristic, :func:`fa2_num_splits`): 64-row blocks, each split's O normalised in float32 and its
+  LSE (``-inf`` when empty), merged by the combine kernel with ``expf``/``logf`` and ``o = FFMA(scale, o_s, o)``.
 
-Three places where nvcc may contract a multiply into an add are not established from the source. They are
-parameters (``contract``) until the recordings decide them:
-
-* ``"max"``: ``s·c − m·c`` computed as one FFMA;
-* ``"sum"``: ``row_sum·scale + p₀`` computed as one FFMA;
-* ``"lse"``: ``m·scale + log`` computed as one FFMA.
-
-The split-KV kernel (chosen for small batch × heads) is not modelled either.
+``contract`` names the three FFMA sites (``"sum"``, ``"lse"``, ``"combine"``, all of them by default: the SASS);
+``"max"`` (``s·c − m·c`` as one FFMA, which the SASS does not do) is kept for the fit tool.
 """
 
 from __future__ import annotations
@@ -246,7 +243,11 @@ def _butterfly(e: np.ndarray, step: int) -> np.ndarray:
     return add_f32(e, e[idx])
 
 
-def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=(),
+#: the FFMA contractions of PyTorch 2.11's FA2 kernels (sm_90 SASS)
+FA2_CONTRACT = ("sum", "lse", "combine")
+
+
+def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=FA2_CONTRACT,
                       num_splits: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head:
     ``(o (Sq, D), lse (Sq,) float32)``; ``num_splits`` > 1: the split-KV kernel and its combine
