@@ -26,6 +26,7 @@ refmodel's recorded parts:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
@@ -50,6 +51,19 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     raise InputError(f"the {backend} backend of scaled_dot_product_attention was not recorded on the H200 yet: "
                      "wgref does not model it (gpu.record.attention records it)")
+
+
+@dataclass
+class Trace:
+    """What one output element ``o[row, col]`` (one batch and head) went through: a model given a Trace appends
+    one dict per key block to ``steps`` (the block, its scores, the running max and rescale, p and its
+    rounding, the row sum's lanes, the accumulator before and after) and fills ``end`` (the sum, the
+    normalisation, the rounded output, the LSE).  :mod:`refmodel.render.attention_draw` prints it."""
+
+    row: int
+    col: int
+    steps: list = field(default_factory=list)
+    end: dict = field(default_factory=dict)
 
 
 def _check_qkv(q, k, v, table: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,9 +165,10 @@ def fa2_num_splits(batch: int, heads: int, seqlen_q: int, seqlen_k: int, head_di
     return 1
 
 
-def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, check_inf, contract):
+def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, check_inf, contract, trace=None):
     """One FA2 row block over key ``blocks`` (in the order run): the unnormalised float32 accumulator, the raw
-    row max and each quad lane's running sum (rows, 4).  The first ``masking_steps`` blocks take Check_inf."""
+    row max and each quad lane's running sum (rows, 4).  The first ``masking_steps`` blocks take Check_inf.
+    ``trace`` (a :class:`Trace` whose row is in ``rows``) records every step of its row and column."""
     (Sq, D), Sk = q.shape, k.shape[0]
     acc = np.zeros((rows.size, D), np.float32)
     row_max = np.full(rows.size, -np.inf, np.float32)
@@ -186,8 +201,20 @@ def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, chec
                 t = add_f32(mul_f32(s, sl2), -ms[:, None])
         p = spelled_f32("cuda:exp2f(x)", t)
         fused = i and "sum" in contract          # row_sum·scale + p0 as one FFMA (part not rescaled above)
+        before = (part.copy(), acc.copy()) if trace is not None else None
         part = _lane_sums(p, part if i else None, scale=r if fused else None)
         acc = _chain(_round(p, q.dtype), vb, acc)           # cvt.rn.bf16x2.f32 (f16x2), then P·V
+        if trace is not None:
+            j = int(np.flatnonzero(rows == trace.row)[0])
+            trace.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
+                                    masked=int(masked[j].sum() if masked.ndim == 2 else masked.sum()),
+                                    m_prev=float(prev[j]) if i else None, m=float(row_max[j]),
+                                    rescale=None if r is None else float(r[j]),
+                                    p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
+                                    v=vb[:, trace.col].astype(np.float32),
+                                    sum_before=before[0][j].copy(), sum_after=part[j].copy(),
+                                    acc_before=float(before[1][j, trace.col]),
+                                    acc_after=float(acc[j, trace.col])))
     return acc, row_max, part
 
 
@@ -248,10 +275,10 @@ FA2_CONTRACT = ("sum", "lse", "combine")
 
 
 def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=FA2_CONTRACT,
-                      num_splits: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                      num_splits: int = 1, trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head:
     ``(o (Sq, D), lse (Sq,) float32)``; ``num_splits`` > 1: the split-KV kernel and its combine
-    (:func:`fa2_num_splits` says what ATen picks).  A draft: not checked against the hardware yet."""
+    (:func:`fa2_num_splits` says what ATen picks).  ``trace``: every step of one output element."""
     q, k, v = _check_qkv(q, k, v, FA2_TRAITS)
     (Sq, D), Sk = q.shape, k.shape[0]
     split = num_splits > 1
@@ -270,11 +297,18 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
         n_max = n_total
         if is_causal:
             n_max = min(n_max, -(-(m0 + bm + Sk - Sq) // bn))
+        tr = trace if trace is not None and trace.row in rows else None
         if not split:
             acc, row_max, part = _fa2_rowblock(q, k, v, rows, range(n_max - 1, -1, -1), bn, sl2, is_causal,
-                                               masking_steps, check_inf, contract)
+                                               masking_steps, check_inf, contract, tr)
             out, lse[rows] = _fa2_end(acc, row_max, part, ss, contract, split=False)
             o[rows] = _round(out, q.dtype)
+            if tr is not None:
+                j = int(np.flatnonzero(rows == tr.row)[0])
+                tr.end.update(kernel="flash_fwd_kernel", lanes=part[j].copy(), total=float(_quad(part)[j]),
+                              acc=float(acc[j, tr.col]), out_f32=float(out[j, tr.col]),
+                              out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]),
+                              row_max=float(row_max[j]))
             continue
         outs, lses = [], []
         for sp in range(num_splits):
@@ -283,13 +317,20 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
                 outs.append(np.zeros((rows.size, D), np.float32))
                 lses.append(np.full(rows.size, -np.inf, np.float32))
                 continue
+            if tr is not None:
+                tr.steps.append(dict(split=sp, blocks=(lo, hi - 1)))
             acc, row_max, part = _fa2_rowblock(q, k, v, rows, range(hi - 1, lo - 1, -1), bn, sl2, is_causal,
-                                               masking_steps, check_inf, contract)
+                                               masking_steps, check_inf, contract, tr)
             out, l_s = _fa2_end(acc, row_max, part, ss, contract, split=True)
             outs.append(out)
             lses.append(l_s)
         out, lse[rows] = _fa2_combine(outs, lses, contract)
         o[rows] = _round(out, q.dtype)
+        if tr is not None:
+            j = int(np.flatnonzero(rows == tr.row)[0])
+            tr.end.update(kernel="flash_fwd_splitkv_kernel + combine", split_out=[float(x[j, tr.col]) for x in outs],
+                          split_lse=[float(x[j]) for x in lses], out_f32=float(out[j, tr.col]),
+                          out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
     return o, lse
 
 
