@@ -207,7 +207,7 @@ def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, chec
         if trace is not None:
             j = int(np.flatnonzero(rows == trace.row)[0])
             trace.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
-                                    masked=int(masked[j].sum() if masked.ndim == 2 else masked.sum()),
+                                    masked=int(np.broadcast_to(masked, s.shape)[j].sum()),
                                     m_prev=float(prev[j]) if i else None, m=float(row_max[j]),
                                     rescale=None if r is None else float(r[j]),
                                     p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
@@ -386,7 +386,7 @@ def _causal(qi, ki):
 
 
 def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
-                         score_mod=None) -> tuple[np.ndarray, np.ndarray]:
+                         score_mod=None, trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """FlexAttention's forward template (torch 2.11; ``is_causal``: the block mask of ``q_idx >= kv_idx``) on
     ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head, as read from the template
     (torch/_inductor/kernel/flex/templates) and from Triton 3.6's PTX of the same loop:
@@ -408,6 +408,7 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
     order = flex_kv_order(Sq, Sk, bm, bn, _causal if is_causal else None)
     for (partial, full), m0 in zip(order, range(0, Sq, bm)):
         rows = np.arange(m0, min(m0 + bm, Sq))
+        tr = trace if trace is not None and trace.row in rows else None
         acc = np.zeros((rows.size, D), np.float32)
         m_i = np.full(rows.size, -np.inf, np.float32)
         l_i = np.zeros(rows.size, np.float32)
@@ -426,13 +427,30 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
                 alpha = spelled_f32("triton:tl.exp2(x)", add_f32(m_i, -mm))
                 p = spelled_f32("triton:tl.exp2(x)",
                                 fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), np.broadcast_to(-mm[:, None], s.shape)))
-                l_i = fma_f32_array(l_i, alpha, _quad(_lane_sums(p)))   # tl.sum: Triton 3.6's PTX order
+                lanes = _lane_sums(p)
+                l_prev = l_i
+                l_i = fma_f32_array(l_i, alpha, _quad(lanes))   # tl.sum: Triton 3.6's PTX order
                 acc = mul_f32(acc, alpha[:, None])
+            before = acc.copy() if tr is not None else None
             acc = _chain(_round(p, q.dtype), vb, acc)
+            if tr is not None:
+                j = int(np.flatnonzero(rows == tr.row)[0])
+                tr.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
+                                     masked=int(np.broadcast_to(masked, s.shape)[j].sum()),
+                                     m_prev=float(m_i[j]), m=float(m_ij[j]), rescale=float(alpha[j]),
+                                     p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
+                                     v=vb[:, tr.col].astype(np.float32), sum_before=np.array([l_prev[j]]),
+                                     sum_after=np.array([l_i[j]]), lanes=lanes[j].copy(),
+                                     acc_before=float(before[j, tr.col]), acc_after=float(acc[j, tr.col])))
             m_i = m_ij
         l_i = np.where(l_i == 0, np.float32(1), l_i)
         with np.errstate(all="ignore"):
             out = spelled_f32("triton:x / y", acc, np.broadcast_to(l_i[:, None], acc.shape))
             o[rows] = _round(out, q.dtype)
             lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
+        if tr is not None:
+            j = int(np.flatnonzero(rows == tr.row)[0])
+            tr.end.update(kernel="Inductor's flex_attention template", total=float(l_i[j]), lanes=[],
+                          acc=float(acc[j, tr.col]), out_f32=float(out[j, tr.col]),
+                          out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
     return o, lse
