@@ -24,7 +24,8 @@ _SUBPARSERS = (
     fp8.add_error_parser, fuzz.add_fuzz_parser, fuzz.add_merge_parser, golden.add_golden_parser,
     verify.add_replay_parser, fuzz.add_record_parser, layout.add_layout_parser, layout.add_desc_parser,
     verify.add_verify_parser, pipeline.add_pipeline_parser, infer.add_infer_parser, explore.add_explore_parser,
-    explain.add_explain_parser, sfu.add_sfu_parser,
+    explain.add_explain_parser, explain.add_explain_attention_parser,
+    sfu.add_sfu_parser,
 )
 
 # a value such as -1.5, -inf, -nan, -0x1.8p3 or -1e-3 is a value, not an option

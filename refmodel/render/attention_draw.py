@@ -77,7 +77,7 @@ def render_attention_trace(trace, *, backend: str, shape: tuple[int, int, int], 
     if "split_out" in e:
         lines.append("  per split O (normalised, float32): " + ", ".join(_f(x) for x in e["split_out"]))
         lines.append("  per split LSE: " + ", ".join(_f(x) for x in e["split_lse"]))
-    if "total" in e and not e.get("lanes"):
+    if "total" in e and len(e.get("lanes", ())) == 0:
         lines.append(f"  l {_f(e['total'])}")
     elif "total" in e:
         lines.append(f"  row sum {_f(e['total'])} from lanes [" + ", ".join(_f(x) for x in e["lanes"]) + "]")

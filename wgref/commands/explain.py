@@ -82,4 +82,82 @@ def add_explain_parser(sub) -> None:
     ex.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout")
 
 
-__all__ = ["add_explain_parser", "cmd_explain_dot", "parse_value", "parse_values"]
+@command("explain-attention")
+def cmd_explain_attention(args) -> int:
+    """One attention output element's online softmax, step by step."""
+    import ml_dtypes
+    import numpy as np
+
+    from refmodel.fileio import load_npy
+    from refmodel.golden import attention as A
+    from refmodel.render.attention_draw import render_attention_trace
+
+    if args.output is not None:
+        check_output(args.output)
+    if args.case == "doc":
+        if any(x is not None for x in (args.q, args.k, args.v)):
+            raise InputError("--case doc gives its own q, k and v: leave out --q, --k and --v")
+        rng = np.random.default_rng(20261206)
+        q, k, v = (rng.standard_normal((200, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
+        batch_heads = 1
+        row = 150 if args.row is None else args.row
+        col = 3 if args.col is None else args.col
+    else:
+        if args.q is None or args.k is None or args.v is None:
+            raise InputError("give --q, --k and --v (.npy files of shape (S, D) or (B, H, S, D)), or --case doc")
+        q, k, v = (load_npy(x) for x in (args.q, args.k, args.v))
+        batch_heads = q.shape[0] * q.shape[1] if q.ndim == 4 else 1
+        if q.ndim == 4:
+            if not (0 <= args.batch < q.shape[0] and 0 <= args.head < q.shape[1]):
+                raise InputError(f"--batch/--head must name one of the {q.shape[0]} x {q.shape[1]} heads, got "
+                                 f"{args.batch}, {args.head}")
+            q, k, v = (x[args.batch, args.head] for x in (q, k, v))
+        if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
+            raise InputError(f"q, k and v must be (S, D) or (B, H, S, D) arrays, got {q.shape}, {k.shape}, {v.shape}")
+        row, col = (0 if args.row is None else args.row), (0 if args.col is None else args.col)
+    if not (0 <= row < q.shape[0] and 0 <= col < v.shape[1]):
+        raise InputError(f"--row must be in 0..{q.shape[0] - 1} and --col in 0..{v.shape[1] - 1}, got {row}, {col}")
+    trace = A.Trace(row, col)
+    if args.backend == "flash":
+        bh = args.batch_heads if args.batch_heads is not None else batch_heads
+        if bh < 1:
+            raise InputError(f"--batch-heads must be at least 1, got {bh}")
+        ns = A.fa2_num_splits(bh, 1, q.shape[0], k.shape[0], q.shape[1])
+        A.fa2_forward_draft(q, k, v, is_causal=args.causal, num_splits=ns, trace=trace)
+    else:
+        A.flex_attention_draft(q, k, v, is_causal=args.causal, trace=trace)
+    verified = args.backend in A.VERIFIED
+    label = "" if verified else " (a draft schedule: not yet reproduced bit for bit on the H200)"
+    text = render_attention_trace(trace, backend=args.backend, shape=(q.shape[0], k.shape[0], q.shape[1]),
+                                  causal=args.causal, dtype=str(q.dtype).replace("bfloat16", "bf16")
+                                  .replace("float16", "f16"), label=label)
+    if args.output is not None:
+        write_text(args.output, text)
+        print(f"wrote {shown(args.output)} ({len(text.encode())} bytes)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def add_explain_attention_parser(sub) -> None:
+    """``wgref explain-attention``: one attention output element explained."""
+    ex = sub.add_parser("explain-attention", help="explain one attention output element: which key blocks it "
+                        "summed and in what order, the running max and rescale, where each rounding happened")
+    ex.add_argument("--backend", default="flash", choices=["flash", "flex"],
+                    help="flash: SDPA's FlashAttention-2 kernels (torch 2.11); flex: FlexAttention's template")
+    ex.add_argument("--q", default=None, help="q .npy, (S, D) or (B, H, S, D), bf16 or f16")
+    ex.add_argument("--k", default=None, help="k .npy, like q")
+    ex.add_argument("--v", default=None, help="v .npy, like q")
+    ex.add_argument("--batch", type=int, default=0, help="batch of a (B, H, S, D) input (default 0)")
+    ex.add_argument("--head", type=int, default=0, help="head of a (B, H, S, D) input (default 0)")
+    ex.add_argument("--batch-heads", type=int, default=None, help="flash: batch x heads of the whole call, on which "
+                    "ATen's split-KV choice depends (default: those of the input, 1 for an (S, D) one)")
+    ex.add_argument("--row", type=int, default=None, help="query row (default 0; --case doc: 150)")
+    ex.add_argument("--col", type=int, default=None, help="output column (default 0; --case doc: 3)")
+    ex.add_argument("--causal", action="store_true", help="causal attention")
+    ex.add_argument("--case", default=None, choices=["doc"], help="doc: a seeded 200 x 64 bf16 case")
+    ex.add_argument("-o", "--output", default=None, help="write here (atomically) instead of stdout")
+
+
+__all__ = ["add_explain_attention_parser", "add_explain_parser", "cmd_explain_attention", "cmd_explain_dot",
+           "parse_value", "parse_values"]
