@@ -26,6 +26,7 @@ refmodel's recorded parts:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -42,17 +43,75 @@ _MMA = {np.dtype(ml_dtypes.bfloat16): "wgmma.mma_async.sync.aligned.m64n8k16.f32
         np.dtype(np.float16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"}
 _LOG2E = math.log2(math.e)
 BACKENDS = ("flash", "efficient", "cudnn")
-#: the backends whose schedule replays the H200's recordings bit for bit (fixtures/attention)
+#: the backends whose schedule replays the H200's recordings bit for bit (fixtures/attention; "flex":
+#: FlexAttention)
 VERIFIED: frozenset = frozenset()
+#: the head dims the recordings cover
+RECORDED_HEAD_DIMS = frozenset({64, 128})
 
 
-def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"):
-    """``torch.nn.functional.scaled_dot_product_attention``'s output (and LSE) for one backend, bit for bit.
-    Refused until the backend is recorded on the H200."""
+def _check_bhsd(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q (B, H, Sq, D), k and v (B, H, Sk, D) of one 16-bit type, as numpy arrays."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise InputError(f"q, k and v must be (B, H, S, D) arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
+    if k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise InputError(f"q (B, H, Sq, D), k and v (B, H, Sk, D) must agree, got {q.shape}, {k.shape}, {v.shape}")
+    return q, k, v
+
+
+def _refuse_unrecorded(what: str, backend: str, q, k, scale) -> None:
+    """The configurations the recordings established (fixtures/attention): one sentence for any other."""
+    if backend not in VERIFIED:
+        raise InputError(f"{what} was not reproduced bit for bit on the H200 yet: wgref does not model it "
+                         "(gpu.record.attention records it)")
+    D = q.shape[-1]
+    if D not in RECORDED_HEAD_DIMS:
+        raise InputError(f"head dim {D} was not recorded for {what} (recorded: {sorted(RECORDED_HEAD_DIMS)})")
+    if q.shape[-2] != k.shape[-2]:
+        raise InputError(f"{what} was recorded with Sq == Sk only, got Sq {q.shape[-2]} and Sk {k.shape[-2]}")
+    if scale is not None and np.float32(scale) != np.float32(1.0 / math.sqrt(D)):
+        raise InputError(f"{what} was recorded with the default scale 1/sqrt(D) only, got {scale!r}")
+
+
+def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash", return_lse: bool = False,
+         sms: int = 132):
+    """``torch.nn.functional.scaled_dot_product_attention``'s output (``return_lse``: and its LSE, natural log,
+    (B, H, Sq) float32) for one backend on q, k, v (B, H, S, D) bf16 or f16, bit for bit as torch 2.11 on
+    sm_90.  ``flash``: the FA2 kernels (:func:`fa2_forward_draft` per head, split-KV as ATen picks it for
+    ``sms`` SMs: 132 on H100 SXM and H200).  A backend, head dim or scale the recordings did not establish
+    is refused in one sentence."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    raise InputError(f"the {backend} backend of scaled_dot_product_attention was not recorded on the H200 yet: "
-                     "wgref does not model it (gpu.record.attention records it)")
+    q, k, v = _check_bhsd(q, k, v)
+    _refuse_unrecorded(f"the {backend} backend of scaled_dot_product_attention", backend, q, k, scale)
+    B, H, Sq, D = q.shape
+    ns = fa2_num_splits(B, H, Sq, k.shape[2], D, sms)
+    o = np.zeros(q.shape, q.dtype)
+    lse = np.zeros((B, H, Sq), np.float32)
+    for b in range(B):
+        for h in range(H):
+            o[b, h], lse[b, h] = fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,
+                                                   num_splits=ns)
+    return (o, lse) if return_lse else o
+
+
+def flex_attention(q, k, v, *, causal: bool = False, code=None):
+    """``torch.nn.attention.flex_attention.flex_attention(q, k, v, block_mask=..., return_lse=True)`` compiled
+    by torch.compile (torch 2.11, sm_90): ``(o, lse)`` for q, k, v (B, H, S, D) bf16 or f16, ``causal``: the
+    block mask of ``q_idx >= kv_idx``.  ``code``: Inductor's generated source of the call
+    (``run_and_get_code``), from which the configuration and any score_mod are read; without it, torch
+    2.11's defaults on sm_90 and no score_mod.  What the recordings did not establish is refused."""
+    q, k, v = _check_bhsd(q, k, v)
+    _refuse_unrecorded("FlexAttention", "flex", q, k, None)
+    kw = {} if code is None else flex_config(code, q.shape[-1], causal)
+    B, H, Sq, D = q.shape
+    o = np.zeros(q.shape, q.dtype)
+    lse = np.zeros((B, H, Sq), np.float32)
+    for b in range(B):
+        for h in range(H):
+            o[b, h], lse[b, h] = flex_attention_draft(q[b, h], k[b, h], v[b, h], is_causal=causal, **kw)
+    return o, lse
 
 
 @dataclass
@@ -456,3 +515,97 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
                           acc=float(acc[j, tr.col]), out_f32=float(out[j, tr.col]),
                           out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
     return o, lse
+
+
+_CONSTEXPR = re.compile(r"^\s*([A-Z_][A-Z0-9_]*)\s*:\s*tl\.constexpr\s*=\s*(.+?)\s*$", re.M)
+
+
+def _flex_kernel(code: str) -> str:
+    """The source of the FlexAttention kernel in Inductor's generated ``code`` (from its ``def`` up to the next
+    top-level line), refusing code without exactly one."""
+    starts = [m.start() for m in re.finditer(r"^def (triton_tem_\w+)\(", code, re.M)]
+    if len(starts) != 1:
+        raise InputError(f"expected one FlexAttention template kernel (def triton_tem_...) in the code, found "
+                         f"{len(starts)}")
+    rest = code[starts[0]:]
+    end = re.search(r"^(?=\S)(?!def triton_tem_)", rest[1:], re.M)
+    return rest if end is None else rest[:end.start() + 1]
+
+
+def flex_config(code: str, head_dim: int, causal: bool) -> dict:
+    """The keyword arguments of :func:`flex_attention_draft` that Inductor's generated ``code`` of a
+    FlexAttention call fixes (BLOCK_M, BLOCK_N, SM_SCALE; the score_mod), after checking it is a template the
+    recordings established: no PRESCALE_QK, the head dim, the block mask's 128 blocks (or none) and
+    HAS_FULL_BLOCKS as ``causal`` implies."""
+    kern = _flex_kernel(code)
+    const = {m.group(1): m.group(2) for m in _CONSTEXPR.finditer(kern)}
+    need = ("BLOCK_M", "BLOCK_N", "SM_SCALE", "PRESCALE_QK", "QK_HEAD_DIM", "HAS_FULL_BLOCKS")
+    missing = [n for n in need if n not in const]
+    if missing:
+        raise InputError(f"the code's template kernel sets no {', '.join(missing)}: not a FlexAttention forward")
+    if const["PRESCALE_QK"] != "False":
+        raise InputError("PRESCALE_QK=True (Q pre-scaled by SM_SCALE·log2 e) was not recorded")
+    if int(const["QK_HEAD_DIM"]) != head_dim:
+        raise InputError(f"the code was generated for head dim {const['QK_HEAD_DIM']}, the inputs have {head_dim}")
+    if (const["HAS_FULL_BLOCKS"] == "True") != causal:
+        raise InputError(f"the code's block mask {'has' if const['HAS_FULL_BLOCKS'] == 'True' else 'has no'} full "
+                         f"blocks, which the {'causal' if causal else 'non-causal'} mask does not give")
+    for n in ("SPARSE_Q_BLOCK_SIZE", "SPARSE_KV_BLOCK_SIZE"):
+        if n in const and int(const[n]) not in (SPARSE_BLOCK, _LARGE_SPARSE_BLOCK):
+            raise InputError(f"{n} {const[n]} was not recorded (recorded: {SPARSE_BLOCK}, none)")
+    return {"block_m": int(const["BLOCK_M"]), "block_n": int(const["BLOCK_N"]),
+            "scale": float(const["SM_SCALE"]), "score_mod": flex_score_mod(code)}
+
+
+def flex_score_mod(code: str):
+    """The score_mod of Inductor's generated FlexAttention ``code`` as ``(s, q_idx, kv_idx) -> s`` in float32, or
+    None for the identity; refused unless every line is one the recordings established."""
+    m = re.search(r"n = get_bounded_indices\(offs_n[^\n]*\n(.*?)\n\s*if CHECK_BLOCK_BOUNDARY:", code, re.S)
+    if m is None:
+        raise InputError("no score modification section (after get_bounded_indices) in the code's forward block")
+    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return _score_program(lines)
+
+
+_SCORE_LINE = re.compile(r"^(tmp\d+|post_mod_scores) = (.+)$")
+_OPERAND = r"(tmp\d+|qk|m|n|\(qk\)|\(m\)|\(n\))"
+
+
+def _score_program(lines: list[str]):
+    """The score_mod lines as a function, or None when they only pass ``qk`` through."""
+    prog = []
+    for ln in lines:
+        mm = _SCORE_LINE.match(ln)
+        if mm is None:
+            raise InputError(f"score_mod line {ln!r} is not one the recordings established")
+        dst, expr = mm.groups()
+        for kind, pat in (("copy", rf"^{_OPERAND}$"), ("binary", rf"^{_OPERAND} ([-+*]) {_OPERAND}$"),
+                          ("tofloat", rf"^{_OPERAND}\.to\(tl\.float32\)$")):
+            em = re.match(pat, expr)
+            if em:
+                prog.append((dst, kind, em.groups()))
+                break
+        else:
+            raise InputError(f"score_mod line {ln!r} is not one the recordings established")
+    if all(kind == "copy" for _, kind, _ in prog):
+        return None
+
+    def run(s, qi, ki):
+        env = {"qk": s, "m": np.asarray(qi, np.int32), "n": np.asarray(ki, np.int32)}
+        get = lambda x: env[x.strip("()")]  # noqa: E731
+        for dst, kind, g in prog:
+            if kind == "copy":
+                env[dst] = get(g[0])
+            elif kind == "tofloat":
+                env[dst] = np.asarray(get(g[0])).astype(np.float32)
+            else:
+                a, op, b = get(g[0]), g[1], get(g[2])
+                if np.asarray(a).dtype == np.float32 or np.asarray(b).dtype == np.float32:
+                    a, b = np.broadcast_arrays(np.asarray(a, np.float32), np.asarray(b, np.float32))
+                    env[dst] = (mul_f32 if op == "*" else add_f32)(a, b if op != "-" else -b)
+                else:
+                    with np.errstate(over="ignore"):
+                        env[dst] = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a, b).astype(np.int32)
+        return np.broadcast_to(np.asarray(env["post_mod_scores"], np.float32), s.shape)
+
+    return run
