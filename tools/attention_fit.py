@@ -33,6 +33,8 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
                 yield f"splits={ns} contract=" + (",".join(c) or "none"), \
                     lambda q, k, v, causal, c=c: A.fa2_forward_draft(q, k, v, is_causal=causal, contract=c,
                                                                      num_splits=ns)
+    elif backend == "efficient":
+        yield "cutlassF", lambda q, k, v, causal: A.memeff_forward_draft(q, k, v, is_causal=causal)
     elif backend == "flex":
         mod = None
         if case.get("mod") == "relbias":
@@ -87,7 +89,7 @@ def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
-    ap.add_argument("--backend", default="flash", choices=["flash", "flex"])
+    ap.add_argument("--backend", default="flash", choices=["flash", "flex", "efficient"])
     ap.add_argument("--limit", type=int, default=None, help="at most N cases")
     ap.add_argument("--json", default=None, help="write the report here")
     ap.add_argument("--families", default=None, help="these families only (comma-separated)")

@@ -163,6 +163,22 @@ def _chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return gemm(A, B, C, instr=_MMA[a.dtype])[:M, :N]
 
 
+def _chain8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``c + a·b`` as a chain of ``mma.sync.m16n8k8`` fused dots (k ascending, 8 at a time; K a multiple of 8)."""
+    from ..numerics.accumulate import BINDING, decode_operand, fdpa_chain
+    from ..numerics.wgmma import operand_codes, operand_spec
+
+    name = "bf16" if a.dtype == np.dtype(ml_dtypes.bfloat16) else "f16"
+    prm = BINDING[(name, "f32")]
+    (M, K), N = a.shape, b.shape[1]
+    A = decode_operand(operand_codes(np.ascontiguousarray(a), name, prm).reshape(M, K)[..., None],
+                       operand_spec(name, prm), kblk=8)
+    B = decode_operand(operand_codes(np.ascontiguousarray(b), name, prm).reshape(1, K, N), operand_spec(name, prm),
+                       kblk=8)
+    cb = np.ascontiguousarray(c, np.float32).view(np.uint32).reshape(M, N)
+    return fdpa_chain(A, B, cb, prm, kblk=8, rows_per_b=M).view(np.float32)
+
+
 def _round(x, dtype) -> np.ndarray:
     """float32 ``x`` rounded to the 16-bit ``dtype`` (cvt.rn)."""
     from ..numerics.gemm import _convert
@@ -391,6 +407,123 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
             j = int(np.flatnonzero(rows == tr.row)[0])
             tr.end.update(kernel="flash_fwd_splitkv_kernel + combine", split_out=[float(x[j, tr.col]) for x in outs],
                           split_lse=[float(x[j]) for x in lses], out_f32=float(out[j, tr.col]),
+                          out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
+    return o, lse
+
+
+#: the memory-efficient backend (xformers' CUTLASS kernels in ATen, Sm80 instantiations on sm_90): head dim ->
+#: (kQueriesPerBlock, kKeysPerBlock); warps split the key block in 32-column tiles
+MEMEFF_TRAITS = {64: (64, 64), 128: (64, 128)}
+_LOG2E_F = np.float32(1.4426950408889634)                    # kLog2e as float (0x3FB8AA3B)
+
+
+def _atomic_max(start: np.ndarray, partials: np.ndarray) -> np.ndarray:
+    """``atomicMaxFloat`` of each row's thread partials (rows, threads) onto ``start``: an int max of the bits for
+    a value >= 0, an unsigned min otherwise.  Order-independent for non-NaN values (a thread's partial is an
+    ``fmaxf`` from -inf, never NaN): the float max, except that a -0.0 partial (bits 0x80000000, the int
+    minimum) never lands."""
+    bits = np.ascontiguousarray(partials, np.float32).view(np.uint32)
+    live = np.where(bits == np.uint32(0x80000000), np.float32(-np.inf), partials)
+    return np.fmax(start, np.fmax.reduce(live, axis=1)).astype(np.float32)
+
+
+def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
+                         trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    """The memory-efficient backend's forward (``fmha_cutlassF_bf16_aligned_64x{64,128}_rf_sm80``, read from
+    torch 2.11's kernel_forward.h and its sm_90 SASS) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) of one batch
+    and head: ``(o, lse float32)``.  A draft: not checked against the hardware yet.
+
+    Per 64-query block, key blocks ascending (causal: up to the block's last query): ``S`` a chain of
+    ``mma.sync.m16n8k8`` fused dots; ``u = rn(rn(scale·S)·log2e)`` (causal mask between the two products);
+    the row max of each thread's 8 columns per 32-column warp tile, merged by shared-memory atomics;
+    ``s = s·exp2f(m_old − m)`` when the max grew (O too, after the first block); ``p = exp2f(rn(u − m))``;
+    each lane's 8 columns summed from 0, the quad ``(t0 + t1) + (t2 + t3)``, then ``s + W0 + W1 (+ W2 + W3)``
+    over the warp tiles; ``O += rn16(p)·V`` (k8 chain, keys ascending, padded to 32).  The end:
+    ``o = rn16(O · rcp.rn(s))``, ``lse = rn(m / log2e) + logf(s)`` (m -inf -> 0, s 0 -> 1); rows past Sq of
+    the padded LSE are +inf."""
+    q, k, v = _check_qkv(q, k, v, MEMEFF_TRAITS)
+    (Sq, D), Sk = q.shape, k.shape[0]
+    bq, bk = MEMEFF_TRAITS[D]
+    sc = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
+    o = np.zeros((Sq, D), q.dtype)
+    lse = np.zeros(Sq, np.float32)
+    col = np.arange(bk)
+    lane = (col % 8) // 2                                    # the quad lane holding each column of a warp tile
+    wcol = col // 32                                         # the warp tile (32 columns) of each column
+    for m0 in range(0, Sq, bq):
+        rows = np.arange(m0, min(m0 + bq, Sq))
+        tr = trace if trace is not None and trace.row in rows else None
+        nk = min(m0 + bq, Sk) if is_causal else Sk
+        mi = np.full(rows.size, -np.inf, np.float32)
+        sp = np.zeros(rows.size, np.float32)
+        acc = np.zeros((rows.size, D), np.float32)
+        for j, j0 in enumerate(range(0, nk, bk)):
+            cols = j0 + col
+            valid = cols < nk
+            kb = np.zeros((bk, D), k.dtype)
+            vb = np.zeros((bk, D), v.dtype)
+            have = cols < Sk
+            kb[have], vb[have] = k[cols[have]], v[cols[have]]
+            x = _chain8(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bk), np.float32))
+            t = mul_f32(x, sc)
+            if is_causal:
+                t = np.where(cols[None, :] > rows[:, None], np.float32(-np.inf), t)
+            u = mul_f32(t, _LOG2E_F)
+            uv = np.where(valid[None, :], u, np.float32(-np.inf))
+            parts = np.stack([np.fmax.reduce(uv[:, (wcol == w) & (lane == ln)], axis=1)
+                              for w in range(bk // 32) for ln in range(4)], axis=1)
+            m_prime = mi
+            m_new = _atomic_max(mi, parts)
+            changed = m_prime < m_new
+            with np.errstate(invalid="ignore"):
+                r = np.where(changed, spelled_f32("cuda:exp2f(x)", add_f32(m_prime, -m_new)), np.float32(1))
+            sp = np.where(changed, mul_f32(sp, r), sp)
+            if j:
+                acc = mul_f32(acc, r[:, None])
+            m_use = np.where(m_new == -np.inf, np.float32(0), m_new)
+            with np.errstate(invalid="ignore"):
+                p = np.where(valid[None, :], spelled_f32("cuda:exp2f(x)", add_f32(u, -m_use[:, None])),
+                             np.float32(0))
+            total = sp
+            for w in range(bk // 32):
+                lanes = []
+                for ln in range(4):
+                    mine = p[:, (wcol == w) & (lane == ln)]
+                    a = add_f32(np.zeros(rows.size, np.float32), mine[:, 0])
+                    for c in range(1, mine.shape[1]):
+                        a = add_f32(a, mine[:, c])
+                    lanes.append(a)
+                W = add_f32(add_f32(lanes[0], lanes[1]), add_f32(lanes[2], lanes[3]))
+                total = add_f32(total, W)
+            sum_before = sp
+            sp = total
+            kk = -(-int(valid.sum()) // 32) * 32                 # the PV chain runs whole 32-key steps
+            pb = _round(p, q.dtype)
+            before = acc.copy() if tr is not None else None
+            acc = _chain8(np.ascontiguousarray(pb[:, :kk]), np.ascontiguousarray(vb[:kk]), acc)
+            if tr is not None:
+                i = int(np.flatnonzero(rows == tr.row)[0])
+                tr.steps.append(dict(block=j, cols=(int(cols[0]), int(cols[-1])), s=t[i].copy(),
+                                     masked=int((~valid).sum() + (np.isneginf(t[i]) & valid).sum()),
+                                     m_prev=float(m_prime[i]) if j else None, m=float(m_new[i]),
+                                     rescale=float(r[i]) if j else None, p=p[i].copy(),
+                                     p_rounded=pb[i].astype(np.float32), v=vb[:, tr.col].astype(np.float32),
+                                     sum_before=np.array([sum_before[i]]), sum_after=np.array([sp[i]]),
+                                     lanes=np.array([]), acc_before=float(before[i, tr.col]),
+                                     acc_after=float(acc[i, tr.col])))
+            mi = m_new
+        denom = np.where(sp == 0, np.float32(1), sp)
+        with np.errstate(all="ignore"):
+            alpha = spelled_f32("cuda:1.0f / x", denom)
+            out = mul_f32(acc, alpha[:, None])
+            o[rows] = _round(out, q.dtype)
+            m0v = np.where(mi == -np.inf, np.float32(0), mi)
+            lse[rows] = add_f32(spelled_f32("cuda:x / y", m0v, np.broadcast_to(_LOG2E_F, m0v.shape)),
+                                spelled_f32("cuda:logf(x)", denom))
+        if tr is not None:
+            i = int(np.flatnonzero(rows == tr.row)[0])
+            tr.end.update(kernel="fmha_cutlassF (mem-efficient)", total=float(sp[i]), lanes=[],
+                          acc=float(acc[i, tr.col]), out_f32=float(out[i, tr.col]),
                           out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
     return o, lse
 
