@@ -68,11 +68,12 @@ def _writers(i: Path):
         "explore -o": lambda out: ["explore", "-o", out],
         "explain-dot -o": lambda out: ["explain-dot", "--case", "doc", "--format", "svg", "-o", out],
         "layout --at -o": lambda out: ["layout", "acc", "--at", "3,4", "--json", "-o", out],
+        "explain-attention -o": lambda out: ["explain-attention", "--case", "doc", "-o", out],
     }
 
 
 WRITERS = ["quantize", "diff --junit", "layout -o", "desc -o", "pipeline gen -o", "pipeline draw -o", "explore -o",
-           "explain-dot -o", "layout --at -o"]
+           "explain-dot -o", "layout --at -o", "explain-attention -o"]
 # `error --plot` is refused before its computation; with no matplotlib it cannot write at all
 REFUSERS = WRITERS + ["error --plot"]
 

@@ -566,6 +566,13 @@ def inductor_page() -> str:
     return page()
 
 
+def attention_page() -> str:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from attention_doc import attention_page as page
+
+    return page()
+
+
 def mma_sync_page() -> str:
     sys.path.insert(0, str(ROOT / "tools"))
     from mma_sync_doc import mma_sync_page as page
@@ -574,7 +581,7 @@ def mma_sync_page() -> str:
 
 
 PAGES = {"docs/fp8.md": fp8_page, "docs/mma-sync.md": mma_sync_page, "docs/sfu.md": sfu_page, "docs/accumulator.md": accumulator_page, "docs/layouts.md": layouts_page,
-         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/inductor.md": inductor_page, "docs/libraries.md": libraries_page, "docs/pipeline.md": pipeline_page,
+         "docs/verifier.md": verifier_page, "docs/torch-scaled-mm.md": torch_page, "docs/triton.md": triton_page, "docs/inductor.md": inductor_page, "docs/attention.md": attention_page, "docs/libraries.md": libraries_page, "docs/pipeline.md": pipeline_page,
          "docs/sparse.md": sparse_page, "docs/architecture.md": architecture_page,
          "docs/infer.md": infer_page, "docs/performance.md": performance_page, "docs/layers.md": layers_page}
 

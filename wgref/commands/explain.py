@@ -88,8 +88,8 @@ def cmd_explain_attention(args) -> int:
     import ml_dtypes
     import numpy as np
 
-    from refmodel.fileio import load_npy
     from refmodel.golden import attention as A
+    from wgref.commands.common import load_array
     from refmodel.render.attention_draw import render_attention_trace
 
     if args.output is not None:
@@ -105,7 +105,9 @@ def cmd_explain_attention(args) -> int:
     else:
         if args.q is None or args.k is None or args.v is None:
             raise InputError("give --q, --k and --v (.npy files of shape (S, D) or (B, H, S, D)), or --case doc")
-        q, k, v = (load_npy(x) for x in (args.q, args.k, args.v))
+        typed = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}[args.dtype]
+        q, k, v = (load_array(x, args.dtype) for x in (args.q, args.k, args.v))
+        q, k, v = (x.view(typed) if x.dtype.kind == "u" else x for x in (q, k, v))
         batch_heads = q.shape[0] * q.shape[1] if q.ndim == 4 else 1
         if q.ndim == 4:
             if not (0 <= args.batch < q.shape[0] and 0 <= args.head < q.shape[1]):
@@ -148,6 +150,8 @@ def add_explain_attention_parser(sub) -> None:
     ex.add_argument("--q", default=None, help="q .npy, (S, D) or (B, H, S, D), bf16 or f16")
     ex.add_argument("--k", default=None, help="k .npy, like q")
     ex.add_argument("--v", default=None, help="v .npy, like q")
+    ex.add_argument("--dtype", default="bf16", choices=["bf16", "f16"], help="the type of inputs numpy saved as "
+                    "raw 16-bit words (it writes ml_dtypes' bfloat16 as |V2); default bf16")
     ex.add_argument("--batch", type=int, default=0, help="batch of a (B, H, S, D) input (default 0)")
     ex.add_argument("--head", type=int, default=0, help="head of a (B, H, S, D) input (default 0)")
     ex.add_argument("--batch-heads", type=int, default=None, help="flash: batch x heads of the whole call, on which "
