@@ -79,20 +79,28 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
     """``torch.nn.functional.scaled_dot_product_attention``'s output (``return_lse``: and its LSE, natural log,
     (B, H, Sq) float32) for one backend on q, k, v (B, H, S, D) bf16 or f16, bit for bit as torch 2.11 on
     sm_90.  ``flash``: the FA2 kernels (:func:`fa2_forward_draft` per head, split-KV as ATen picks it for
-    ``sms`` SMs: 132 on H100 SXM and H200).  A backend, head dim or scale the recordings did not establish
-    is refused in one sentence."""
+    ``sms`` SMs: 132 on H100 SXM and H200); ``efficient``: :func:`memeff_forward_draft` (its LSE padded to a
+    multiple of 32 rows with +inf, as torch returns it).  A backend, head dim or scale the recordings did not
+    establish is refused in one sentence."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     q, k, v = _check_bhsd(q, k, v)
     _refuse_unrecorded(f"the {backend} backend of scaled_dot_product_attention", backend, q, k, scale)
     B, H, Sq, D = q.shape
-    ns = fa2_num_splits(B, H, Sq, k.shape[2], D, sms)
     o = np.zeros(q.shape, q.dtype)
-    lse = np.zeros((B, H, Sq), np.float32)
+    if backend == "flash":
+        ns = fa2_num_splits(B, H, Sq, k.shape[2], D, sms)
+        lse = np.zeros((B, H, Sq), np.float32)
+        run = lambda b, h: fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,  # noqa: E731
+                                             num_splits=ns)
+    elif backend == "efficient":        # the LSE as torch returns it: padded to a multiple of 32 with +inf
+        lse = np.full((B, H, -(-Sq // 32) * 32), np.inf, np.float32)
+        run = lambda b, h: memeff_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale)  # noqa: E731
+    else:
+        raise InputError(f"the {backend} backend has no model")
     for b in range(B):
         for h in range(H):
-            o[b, h], lse[b, h] = fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,
-                                                   num_splits=ns)
+            o[b, h], lse[b, h, :Sq] = run(b, h)
     return (o, lse) if return_lse else o
 
 
