@@ -85,3 +85,55 @@ def test_flex_and_fa2_schedules_disagree_in_bits():
     a, _ = flex_attention_draft(q, k, v, is_causal=True)
     b, _ = fa2_forward_draft(q, k, v, is_causal=True)
     assert np.mean(a.view(np.uint16) != b.view(np.uint16)) > 0.01
+
+
+_FLEX_CODE = """
+@triton.jit
+def triton_tem_fused_0(arg_Q, arg_K, arg_V, arg_LSE, arg_MAX, arg_KV_NUM_BLKS, arg_KV_IDX, out_ptr0):
+    PRESCALE_QK : tl.constexpr = False
+    SM_SCALE : tl.constexpr = 0.125
+    HAS_FULL_BLOCKS : tl.constexpr = False
+    QK_HEAD_DIM : tl.constexpr = 64
+    BLOCK_M : tl.constexpr = 128
+    BLOCK_N : tl.constexpr = 128
+    SPARSE_Q_BLOCK_SIZE : tl.constexpr = 1073741824
+    SPARSE_KV_BLOCK_SIZE : tl.constexpr = 1073741824
+    pass
+
+@triton.jit
+def forward_block_mn(arg_Q, q, K, V):
+    m = get_bounded_indices(offs_m, Q_LEN if CHECK_BLOCK_BOUNDARY else None)
+    n = get_bounded_indices(offs_n, KV_LEN if CHECK_BLOCK_BOUNDARY else None)
+
+    SCORE
+
+    if CHECK_BLOCK_BOUNDARY:
+        pass
+"""
+_RELBIAS = """tmp0 = (qk)
+    tmp1 = (m)
+    tmp2 = (n)
+    tmp3 = tmp1 - tmp2
+    tmp4 = tmp3.to(tl.float32)
+    tmp5 = tmp0 + tmp4
+    post_mod_scores = tmp5"""
+
+
+def test_flex_config_reads_and_refuses():
+    from refmodel.golden.attention import flex_config
+
+    cfg = flex_config(_FLEX_CODE.replace("SCORE", "tmp0 = (qk)\n    post_mod_scores = tmp0"), 64, False)
+    assert (cfg["block_m"], cfg["block_n"], cfg["scale"], cfg["score_mod"]) == (128, 128, 0.125, None)
+    mod = flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 64, False)["score_mod"]
+    s = np.array([[1.5, -2.0], [np.inf, 0.25]], np.float32)
+    qi, ki = np.array([[3], [4]]), np.array([[0, 7]])
+    assert np.array_equal(mod(s, qi, ki), (s + (qi - ki)).astype(np.float32))
+    with pytest.raises(InputError, match="PRESCALE_QK=True"):
+        flex_config(_FLEX_CODE.replace("PRESCALE_QK : tl.constexpr = False", "PRESCALE_QK : tl.constexpr = True"),
+                    64, False)
+    with pytest.raises(InputError, match="not one the recordings established"):
+        flex_config(_FLEX_CODE.replace("SCORE", "tmp0 = libdevice.tanh(qk)\n    post_mod_scores = tmp0"), 64, False)
+    with pytest.raises(InputError, match="generated for head dim 64"):
+        flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 128, False)
+    with pytest.raises(InputError, match="full blocks"):
+        flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 64, True)

@@ -669,8 +669,8 @@ def _flex_kernel(code: str) -> str:
         raise InputError(f"expected one FlexAttention template kernel (def triton_tem_...) in the code, found "
                          f"{len(starts)}")
     rest = code[starts[0]:]
-    end = re.search(r"^(?=\S)(?!def triton_tem_)", rest[1:], re.M)
-    return rest if end is None else rest[:end.start() + 1]
+    end = re.search(r"\n(?=\S)", rest)
+    return rest if end is None else rest[:end.start()]
 
 
 def flex_config(code: str, head_dim: int, causal: bool) -> dict:
