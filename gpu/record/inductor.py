@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -267,11 +268,12 @@ def _merged(srcs, fn: str) -> dict | None:
     return {"seed": recs[0]["seed"], "calls": calls, "date": max(r.get("date") or "" for r in recs) or None}
 
 
-def write_fixtures(src, root: str, triton_version: str) -> list[str]:
+def write_fixtures(src, root: str, triton_version: str, suffix: str = "") -> list[str]:
     """Turn recording directories (inductor_calls.json, inductor_templates.json; one directory or several,
     whose calls are merged) into fixtures/inductor: ``scaled_mm_tensor.npz`` (kind inductor_calls: the
     tensor-wise calls and their repeats) and ``templates.npz`` (kind inductor_templates).  Row-wise calls are
-    in scaled_mm.npz already."""
+    in scaled_mm.npz already.  ``suffix``: write ``scaled_mm_tensor_<suffix>.npz`` / ``templates_<suffix>.npz``
+    instead (calls recorded later, on another device or without the earlier recording at hand)."""
     from refmodel.verify.fixtures import host_provenance, write_fixture
 
     written = []
@@ -307,6 +309,7 @@ def write_fixtures(src, root: str, triton_version: str) -> list[str]:
                 "autotune": "torch.compile(mode='max-autotune'), max_autotune_gemm_backends='TRITON', one process "
                             "and a fresh Inductor/Triton cache per call", "merged_on": host_provenance(),
                 "date": rec.get("date") or host_provenance()["date"]}
+        file = f"{file}_{suffix}" if suffix else file
         write_fixture("inductor", file, arrays, kind=kind, cases=cases,
                       meta={"seed": rec["seed"], "families": fams, "corner": CORNER, "inputs": inputs, "calls": metas},
                       provenance=prov, root=root)
@@ -325,12 +328,15 @@ def main(argv=None) -> int:
                     help="write fixtures/inductor from recording DIRs (their calls merged)")
     ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
     ap.add_argument("--triton-version", default="3.6.0", help="the recording device's Triton (for --fixture)")
+    ap.add_argument("--suffix", default="", help="--fixture: write scaled_mm_tensor_SUFFIX.npz / templates_SUFFIX.npz")
     a = ap.parse_args(argv)
     if a.one is not None:
         print(json.dumps(_one(a.one)))
         return 0
     if a.fixture is not None:
-        for line in write_fixtures(a.fixture, a.fixtures, a.triton_version):
+        if a.suffix and not re.fullmatch(r"[a-z0-9_]{1,32}", a.suffix):
+            raise SystemExit(f"--suffix must be 1-32 of a-z, 0-9 and _, got {a.suffix!r}")
+        for line in write_fixtures(a.fixture, a.fixtures, a.triton_version, a.suffix):
             print(line)
         return 0
     if a.template is not None:
