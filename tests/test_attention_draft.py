@@ -125,9 +125,12 @@ def test_flex_config_reads_and_refuses():
     cfg = flex_config(_FLEX_CODE.replace("SCORE", "tmp0 = (qk)\n    post_mod_scores = tmp0"), 64, False)
     assert (cfg["block_m"], cfg["block_n"], cfg["scale"], cfg["score_mod"]) == (128, 128, 0.125, None)
     mod = flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 64, False)["score_mod"]
-    s = np.array([[1.5, -2.0], [np.inf, 0.25]], np.float32)
-    qi, ki = np.array([[3], [4]]), np.array([[0, 7]])
-    assert np.array_equal(mod(s, qi, ki), (s + (qi - ki)).astype(np.float32))
+    qk = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32) * 30
+    qi, ki = np.arange(64)[:, None], np.arange(64)[None, :]
+    sc = np.float32(0.0883883461)       # qk·scale + (q - kv) is one FMA: one rounding of the exact value
+    want = (qk.astype(np.float64) * np.float64(sc) + (qi - ki)).astype(np.float32)
+    assert np.array_equal(mod(qk, sc, qi, ki), want)
+    assert not np.array_equal(want, (qk * sc).astype(np.float32) + (qi - ki).astype(np.float32))
     with pytest.raises(InputError, match="PRESCALE_QK=True"):
         flex_config(_FLEX_CODE.replace("PRESCALE_QK : tl.constexpr = False", "PRESCALE_QK : tl.constexpr = True"),
                     64, False)

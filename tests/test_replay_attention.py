@@ -84,9 +84,12 @@ def test_fa2_num_splits(b, h, s, d, want):
 
 
 def test_flex_kv_order():
-    """Causal S 200, BLOCK_M 128, BLOCK_N 64: row block 1 runs its diagonal sparse block (keys 128..255 as two
-    key blocks) before the full one (keys 0..127); without a mask, every key block ascending."""
+    """Causal S 200, BLOCK_M 128, BLOCK_N 64: create_block_mask pads the 200 x 200 mask with False, so sparse
+    block (1, 0) (rows 128..255, of which 200..255 padding) is partial, not full: row block 1 runs keys
+    0..255 as partial blocks, ascending.  At S 256 the diagonal (partial) block runs before the full one;
+    without a mask, every key block ascending."""
     causal = A.flex_kv_order(200, 200, 128, 64, lambda qi, ki: qi >= ki)
-    assert causal == [([0, 1], []), ([2, 3], [0, 1])]
+    assert causal == [([0, 1], []), ([0, 1, 2, 3], [])]
+    assert A.flex_kv_order(256, 256, 128, 64, lambda qi, ki: qi >= ki) == [([0, 1], []), ([2, 3], [0, 1])]
     assert A.flex_kv_order(200, 200, 128, 64) == [([0, 1, 2, 3], []), ([0, 1, 2, 3], [])]
     assert A.flex_kv_order(256, 256, 128, 128, lambda qi, ki: qi >= ki) == [([0], []), ([1], [0])]

@@ -38,10 +38,11 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
     elif backend == "flex":
         mod = None
         if case.get("mod") == "relbias":
-            from refmodel.numerics.promotion import add_f32
+            from refmodel.numerics.promotion import fma_f32_array
 
-            def mod(s, qi, ki):
-                return add_f32(s, np.broadcast_to((qi - ki).astype(np.float32), s.shape))
+            def mod(qk, sc, qi, ki):        # qk·SM_SCALE + (q - kv): one FMA (LLVM contracts it)
+                return fma_f32_array(qk, np.broadcast_to(sc, qk.shape),
+                                     np.broadcast_to((qi - ki).astype(np.float32), qk.shape))
         yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal, score_mod=mod)
     else:
         raise SystemExit(f"no draft for backend {backend!r}")

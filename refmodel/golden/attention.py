@@ -425,6 +425,15 @@ MEMEFF_TRAITS = {64: (64, 64), 128: (64, 128)}
 _LOG2E_F = np.float32(1.4426950408889634)                    # kLog2e as float (0x3FB8AA3B)
 
 
+def _fmnmx_max(x: np.ndarray) -> np.ndarray:
+    """Each row's max as a thread's ``fmaxf`` chain from -inf computes it: NaN skipped (an all-NaN row gives
+    -inf) and -0 below +0."""
+    x = np.where(np.isnan(x), np.float32(-np.inf), np.asarray(x, np.float32))
+    b = np.ascontiguousarray(x).view(np.int32).astype(np.int64)
+    key = np.where(b < 0, -(b & 0x7FFFFFFF) - 1, b)              # the float order, -0 < +0
+    return np.take_along_axis(x, key.argmax(axis=1)[:, None], axis=1)[:, 0]
+
+
 def _atomic_max(start: np.ndarray, partials: np.ndarray) -> np.ndarray:
     """``atomicMaxFloat`` of each row's thread partials (rows, threads) onto ``start``: an int max of the bits for
     a value >= 0, an unsigned min otherwise.  Order-independent for non-NaN values (a thread's partial is an
@@ -478,7 +487,7 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
                 t = np.where(cols[None, :] > rows[:, None], np.float32(-np.inf), t)
             u = mul_f32(t, _LOG2E_F)
             uv = np.where(valid[None, :], u, np.float32(-np.inf))
-            parts = np.stack([np.fmax.reduce(uv[:, (wcol == w) & (lane == ln)], axis=1)
+            parts = np.stack([_fmnmx_max(uv[:, (wcol == w) & (lane == ln)])
                               for w in range(bk // 32) for ln in range(4)], axis=1)
             m_prime = mi
             m_new = _atomic_max(mi, parts)
@@ -549,8 +558,8 @@ def flex_kv_order(Sq: int, Sk: int, block_m: int, block_n: int, mask=None, spars
                   sparse_kv: int = SPARSE_BLOCK) -> list[tuple[list[int], list[int]]]:
     """Per BLOCK_M row block, the BLOCK_N key blocks FlexAttention's forward runs: (partial, full), each in the
     order run.  ``mask(q_idx, kv_idx)`` (numpy index grids -> bool) is the mask_mod of create_block_mask, which
-    classifies sparse blocks (``sparse_q`` x ``sparse_kv``, evaluated on the padded grid) as partial (some
-    entries kept) or full (all kept), in ascending order; without a mask the call's block mask is one huge
+    classifies sparse blocks (``sparse_q`` x ``sparse_kv`` of the Sq x Sk mask padded with False) as partial
+    (some entries kept) or full (all kept), in ascending order; without a mask the call's block mask is one huge
     partial block.  Each sparse block runs as ``sparse_kv / BLOCK_N`` key blocks, and each of the two loops
     stops after ``min(blocks · that, max(⌈Sk / BLOCK_N⌉, 1))`` key blocks (``block_n_end``)."""
     n_end_cap = max(-(-Sk // block_n), 1)
@@ -567,7 +576,8 @@ def flex_kv_order(Sq: int, Sk: int, block_m: int, block_n: int, mask=None, spars
             lists = [[], []]
             for c in range(nkv):
                 ki = np.arange(c * sparse_kv, (c + 1) * sparse_kv)[None, :]
-                m = np.broadcast_to(np.asarray(mask(qi, ki), bool), (qi.shape[0], ki.shape[1]))
+                m = np.broadcast_to(np.asarray(mask(qi, ki), bool), (qi.shape[0], ki.shape[1])) & \
+                    (qi < Sq) & (ki < Sk)            # the evaluated mask, padded with False
                 if m.all():
                     lists[1].append(c)
                 elif m.any():
@@ -588,23 +598,29 @@ def _causal(qi, ki):
 
 
 def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
-                         score_mod=None, trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
+                         score_mod=None, is_divisible=None,
+                         trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """FlexAttention's forward template (torch 2.11; ``is_causal``: the block mask of ``q_idx >= kv_idx``) on
     ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head, as read from the template
-    (torch/_inductor/kernel/flex/templates) and from Triton 3.6's PTX of the same loop:
-    ``(o, lse float32 natural log)``.  ``score_mod(s, q_idx, kv_idx)``: float32 scores (rows, cols) and their
-    index grids -> float32, applied after ``SM_SCALE``.  A draft: not checked against the hardware yet.
+    (torch/_inductor/kernel/flex/templates) and from Triton 3.6's PTX and SASS of the same loop:
+    ``(o, lse float32 natural log)``.  ``score_mod(qk, scale, q_idx, kv_idx)``: the unscaled float32 dot
+    (rows, cols), SM_SCALE and the index grids -> the float32 scores (the identity is ``rn(qk·scale)``; a
+    ``qk·scale ± x`` is one FMA, as LLVM contracts it).  ``is_divisible``: the template's IS_DIVISIBLE (default
+    Inductor's rule: Sq and Sk multiples of 128).  A draft: not checked against the hardware yet.
 
-    Per key block: ``s = dot (wgmma chain) · SM_SCALE`` (mul.f32); score_mod; masked and out-of-range entries
-    ``-inf``; ``t = s·RCP_LN2`` (mul.f32) for the row max merged with ``m_i``; ``alpha = ex2(m_i − m)``,
-    ``p = ex2(fma(s, RCP_LN2, −m))`` (the product contracted into the subtraction); ``l_i = fma(l_i, alpha,
-    tl.sum(p))``; ``acc = acc·alpha`` then ``acc += rn(p) · v``.  At the end ``acc / l_i`` (div.full),
-    ``lse = (m_i + log2 l_i)·ln 2``.  Key blocks in :func:`flex_kv_order`'s order."""
+    Per key block: ``s = rn(dot · SM_SCALE)`` (the dot a wgmma chain), or the score_mod; out-of-range
+    (IS_DIVISIBLE False) and masked (a partial block of a mask) entries ``-inf``; ``t = rn(s·RCP_LN2)``; the
+    row max of t merged with ``m_i``; ``alpha = ex2(m_i − m)``; ``p = ex2(rn(t − m))`` where a ``tl.where``
+    stands between the product and the subtraction (LLVM hoists the multiply above the select), else
+    ``ex2(fma(s, RCP_LN2, −m))``; ``l_i = fma(l_i, alpha, tl.sum(p))``; ``acc = acc·alpha`` then
+    ``acc += rn(p) · v``.  At the end ``acc / l_i`` (div.full), ``lse = (m_i + log2 l_i)·ln 2``.  Key blocks
+    in :func:`flex_kv_order`'s order."""
     q, k, v = _check_qkv(q, k, v, FLEX_DEFAULTS)
     (Sq, D), Sk = q.shape, k.shape[0]
     dm, dn, _ = FLEX_DEFAULTS[D]
     bm, bn = block_m or dm, block_n or dn
     sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
+    divisible = (Sq % SPARSE_BLOCK == 0 and Sk % SPARSE_BLOCK == 0) if is_divisible is None else bool(is_divisible)
     o = np.zeros((Sq, D), q.dtype)
     lse = np.zeros(Sq, np.float32)
     order = flex_kv_order(Sq, Sk, bm, bn, _causal if is_causal else None)
@@ -616,19 +632,26 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
         l_i = np.zeros(rows.size, np.float32)
         for n, is_full in [(n, False) for n in partial] + [(n, True) for n in full]:
             kb, vb, cols, ok = _key_block(k, v, n, bn)
-            s = mul_f32(_chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32)), sm)
-            if score_mod is not None:
-                s = np.asarray(score_mod(s, rows[:, None], cols[None, :]), np.float32)
-            masked = ~ok[None, :]
-            if is_causal and not is_full:
+            qk = _chain(q[rows], np.ascontiguousarray(kb.T), np.zeros((rows.size, bn), np.float32))
+            with np.errstate(invalid="ignore", over="ignore"):
+                s = mul_f32(qk, sm) if score_mod is None else \
+                    np.asarray(score_mod(qk, sm, rows[:, None], cols[None, :]), np.float32)
+            masked = np.broadcast_to(~ok[None, :], s.shape)
+            selected = not divisible                        # the CHECK_BLOCK_BOUNDARY where
+            if is_causal and not is_full:                   # the mask_mod where of a partial block
                 masked = masked | ~_causal(rows[:, None], cols[None, :])
+                selected = True
             s = np.where(masked, np.float32(-np.inf), s)
             with np.errstate(invalid="ignore"):
-                m_ij = np.fmax(m_i, np.fmax.reduce(mul_f32(s, _RCP_LN2), axis=1)).astype(np.float32)
+                t = mul_f32(s, _RCP_LN2)
+                m_ij = np.fmax(m_i, np.fmax.reduce(t, axis=1)).astype(np.float32)
                 mm = np.where(m_ij == -np.inf, np.float32(0), m_ij)
                 alpha = spelled_f32("triton:tl.exp2(x)", add_f32(m_i, -mm))
-                p = spelled_f32("triton:tl.exp2(x)",
-                                fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape), np.broadcast_to(-mm[:, None], s.shape)))
+                if selected:
+                    p = spelled_f32("triton:tl.exp2(x)", add_f32(t, np.broadcast_to(-mm[:, None], s.shape)))
+                else:
+                    p = spelled_f32("triton:tl.exp2(x)", fma_f32_array(s, np.broadcast_to(_RCP_LN2, s.shape),
+                                                                       np.broadcast_to(-mm[:, None], s.shape)))
                 lanes = _lane_sums(p)
                 l_prev = l_i
                 l_i = fma_f32_array(l_i, alpha, _quad(lanes))   # tl.sum: Triton 3.6's PTX order
@@ -638,7 +661,7 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
             if tr is not None:
                 j = int(np.flatnonzero(rows == tr.row)[0])
                 tr.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
-                                     masked=int(np.broadcast_to(masked, s.shape)[j].sum()),
+                                     masked=int(masked[j].sum()),
                                      m_prev=float(m_i[j]), m=float(m_ij[j]), rescale=float(alpha[j]),
                                      p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
                                      v=vb[:, tr.col].astype(np.float32), sum_before=np.array([l_prev[j]]),
@@ -694,13 +717,19 @@ def flex_config(code: str, head_dim: int, causal: bool) -> dict:
     for n in ("SPARSE_Q_BLOCK_SIZE", "SPARSE_KV_BLOCK_SIZE"):
         if n in const and int(const[n]) not in (SPARSE_BLOCK, _LARGE_SPARSE_BLOCK):
             raise InputError(f"{n} {const[n]} was not recorded (recorded: {SPARSE_BLOCK}, none)")
-    return {"block_m": int(const["BLOCK_M"]), "block_n": int(const["BLOCK_N"]),
-            "scale": float(const["SM_SCALE"]), "score_mod": flex_score_mod(code)}
+    if const.get("ROWS_GUARANTEED_SAFE", "False") != "False":
+        raise InputError("ROWS_GUARANTEED_SAFE=True (no -inf guard on the row max) was not recorded")
+    out = {"block_m": int(const["BLOCK_M"]), "block_n": int(const["BLOCK_N"]),
+           "scale": float(const["SM_SCALE"]), "score_mod": flex_score_mod(code)}
+    if "IS_DIVISIBLE" in const:
+        out["is_divisible"] = const["IS_DIVISIBLE"] == "True"
+    return out
 
 
 def flex_score_mod(code: str):
-    """The score_mod of Inductor's generated FlexAttention ``code`` as ``(s, q_idx, kv_idx) -> s`` in float32, or
-    None for the identity; refused unless every line is one the recordings established."""
+    """The score_mod of Inductor's generated FlexAttention ``code`` as ``(qk, scale, q_idx, kv_idx) -> s`` in
+    float32 (``qk`` the unscaled dot; ``qk·scale ± x`` one FMA), or None for the identity; refused unless every
+    line is one the recordings established."""
     m = re.search(r"n = get_bounded_indices\(offs_n[^\n]*\n(.*?)\n\s*if CHECK_BLOCK_BOUNDARY:", code, re.S)
     if m is None:
         raise InputError("no score modification section (after get_bounded_indices) in the code's forward block")
@@ -731,22 +760,35 @@ def _score_program(lines: list[str]):
     if all(kind == "copy" for _, kind, _ in prog):
         return None
 
-    def run(s, qi, ki):
-        env = {"qk": s, "m": np.asarray(qi, np.int32), "n": np.asarray(ki, np.int32)}
-        get = lambda x: env[x.strip("()")]  # noqa: E731
+    def run(qk, scale, qi, ki):
+        product = ("product",)                      # qk·SM_SCALE, not yet rounded: LLVM contracts it into an add
+        env = {"qk": product, "m": np.asarray(qi, np.int32), "n": np.asarray(ki, np.int32)}
+
+        def value(x):
+            x = env[x.strip("()")]
+            return mul_f32(qk, np.float32(scale)) if x is product else x
+
         for dst, kind, g in prog:
             if kind == "copy":
-                env[dst] = get(g[0])
+                env[dst] = env[g[0].strip("()")]
             elif kind == "tofloat":
-                env[dst] = np.asarray(get(g[0])).astype(np.float32)
+                env[dst] = np.asarray(value(g[0])).astype(np.float32)
             else:
-                a, op, b = get(g[0]), g[1], get(g[2])
-                if np.asarray(a).dtype == np.float32 or np.asarray(b).dtype == np.float32:
-                    a, b = np.broadcast_arrays(np.asarray(a, np.float32), np.asarray(b, np.float32))
-                    env[dst] = (mul_f32 if op == "*" else add_f32)(a, b if op != "-" else -b)
+                a_, op, b_ = env[g[0].strip("()")], g[1], env[g[2].strip("()")]
+                if op in "+-" and (a_ is product) != (b_ is product):
+                    other = value(g[2] if a_ is product else g[0])
+                    sign = np.float32(-1 if (op == "-" and b_ is product) else 1)
+                    addend = -np.asarray(other, np.float32) if (op == "-" and a_ is product) else other
+                    addend = np.broadcast_to(np.asarray(addend, np.float32), qk.shape)
+                    env[dst] = fma_f32_array(qk * sign, np.broadcast_to(np.float32(scale), qk.shape), addend)
+                    continue
+                x, y = value(g[0]), value(g[2])
+                if np.asarray(x).dtype == np.float32 or np.asarray(y).dtype == np.float32:
+                    x, y = np.broadcast_arrays(np.asarray(x, np.float32), np.asarray(y, np.float32))
+                    env[dst] = (mul_f32 if op == "*" else add_f32)(x, y if op != "-" else -y)
                 else:
                     with np.errstate(over="ignore"):
-                        env[dst] = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a, b).astype(np.int32)
-        return np.broadcast_to(np.asarray(env["post_mod_scores"], np.float32), s.shape)
+                        env[dst] = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](x, y).astype(np.int32)
+        return np.broadcast_to(np.asarray(value("post_mod_scores"), np.float32), qk.shape)
 
     return run
