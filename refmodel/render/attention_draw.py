@@ -19,9 +19,11 @@ RECIPES = {
         "end: sum = (s0 + s2) + (s1 + s3); o = rn16(O · rcp.rn(sum)); lse = FFMA(m, scale, __logf(sum))",
     ],
     "flex": [
-        "S = rn(Q·Kᵀ · SM_SCALE): a wgmma chain of k16 fused dots, then mul.f32; score_mod; masked -> -inf",
-        "m = max(m_prev, max_k rn(S·RCP_LN2))",
-        "alpha = ex2.approx(m_prev − m); p = ex2.approx(FMA(S, RCP_LN2, −m)) (the product contracted)",
+        "S = rn(Q·Kᵀ · SM_SCALE): a wgmma chain of k16 fused dots, then mul.f32 (a score_mod's qk·SM_SCALE ± x: "
+        "one FMA); out-of-range and masked -> -inf",
+        "t = rn(S·RCP_LN2); m = max(m_prev, max_k t)",
+        "alpha = ex2.approx(m_prev − m); p = ex2.approx(rn(t − m)) where a tl.where (boundary, mask) stands between, "
+        "else ex2.approx(FMA(S, RCP_LN2, −m))",
         "l = FMA(l, alpha, tl.sum(p)) (tl.sum: each lane in order, then the quad butterfly)",
         "O = O·alpha, then O += rn16(p)·V (a wgmma chain of k16 fused dots)",
         "end: o = rn16(O / l) (div.full); lse = rn(rn(m + lg2.approx(l)) · ln 2)",
