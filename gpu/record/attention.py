@@ -60,13 +60,13 @@ def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return attention_codes({"seed": SEED, "families": FAMILIES, "case_index": CASE_INDEX}, {**CASES[i], "index": i}, j)
 
 
-def _run_backend(backend: str) -> tuple[dict, dict]:
+def _run_backend(backend: str, cases=None) -> tuple[dict, dict]:
     import hashlib
 
     import torch
 
     out, codes = {}, {}
-    for i, j in itertools.product(range(len(CASES)), range(len(FAMILIES))):
+    for i, j in itertools.product(range(len(CASES)) if cases is None else cases, range(len(FAMILIES))):
         c = CASES[i]
         if (c.get("mod") or c.get("only")) and backend != "flex":
             continue
@@ -172,10 +172,10 @@ def _flex(q, k, v, c, codes):
     return o, lse
 
 
-def _child(backend: str, out: str) -> int:
+def _child(backend: str, out: str, cases=None) -> int:
     import torch
 
-    arrays, codes = _run_backend(backend)
+    arrays, codes = _run_backend(backend, cases)
     errors = {k[6:]: v for k, v in arrays.items() if k.startswith("error_")}
     np.savez_compressed(Path(out) / f"attention_{backend}.npz", **{k: v for k, v in arrays.items()
                                                                      if not k.startswith("error_")})
@@ -185,7 +185,7 @@ def _child(backend: str, out: str) -> int:
     return 0
 
 
-def record(out: str, seconds: float, backends) -> int:
+def record(out: str, seconds: float, backends, cases=None) -> int:
     from gpu.record.fresh import run_fresh
 
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -195,7 +195,8 @@ def record(out: str, seconds: float, backends) -> int:
         if left < 20:
             print(f"{b}: skipped (time)", flush=True)
             continue
-        row = run_fresh("gpu.record.attention", ["--child", b, "--out", out], label=b, timeout=left,
+        extra = ["--cases", ",".join(map(str, cases))] if cases is not None else []
+        row = run_fresh("gpu.record.attention", ["--child", b, "--out", out, *extra], label=b, timeout=left,
                         error_file=Path(out) / f"attention_{b}_error.txt")
         if row is None:
             continue
@@ -286,6 +287,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cases", default=None, help="these CASES indices only (comma-separated; default all)")
     ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/attention from a recording DIR")
     ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
     a = ap.parse_args(argv)
@@ -293,9 +295,14 @@ def main(argv=None) -> int:
         for line in write_fixtures(a.fixture, a.fixtures, a.backends.split(",")):
             print(line)
         return 0
+    cases = None
+    if a.cases:
+        cases = [int(x) for x in a.cases.split(",")]
+        if any(not 0 <= x < len(CASES) for x in cases):
+            raise SystemExit(f"--cases must be indices in 0..{len(CASES) - 1}, got {a.cases}")
     if a.child:
-        return _child(a.child, a.out)
-    return record(a.out, a.seconds, a.backends.split(","))
+        return _child(a.child, a.out, cases)
+    return record(a.out, a.seconds, a.backends.split(","), cases)
 
 
 if __name__ == "__main__":
