@@ -18,13 +18,14 @@ def _doc_qkv():
     return tuple(rng.standard_normal((200, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
 
 
-@pytest.mark.parametrize("backend", ["flash", "flex"])
+@pytest.mark.parametrize("backend", ["flash", "flex", "efficient"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_explains_the_models_element(backend, causal, capsys):
     assert main(["explain-attention", "--case", "doc", "--backend", backend] + (["--causal"] if causal else [])) == 0
     text = capsys.readouterr().out
     q, k, v = _doc_qkv()
-    model = A.fa2_forward_draft if backend == "flash" else A.flex_attention_draft
+    model = {"flash": A.fa2_forward_draft, "flex": A.flex_attention_draft,
+             "efficient": A.memeff_forward_draft}[backend]
     o, lse = model(q, k, v, is_causal=causal)
     assert f"rounded to bf16: {float(o[150, 3].astype(np.float32))!r}" in text
     assert f"lse {float(lse[150]):.9g} (0x{int(lse[150:151].view(np.uint32)[0]):08x})" in text
@@ -33,6 +34,8 @@ def test_explains_the_models_element(backend, causal, capsys):
         bn = A.FA2_TRAITS[64][1]
         last = -(-(256 if causal else 200) // bn) - 1
         assert blocks == list(range(min(last, -(-200 // bn) - 1), -1, -1))
+    elif backend == "efficient":  # 64-query blocks, 64-key blocks ascending (causal: up to the block's last query)
+        assert blocks == list(range(-(-min(192 if causal else 200, 200) // 64)))
     else:
         partial, full = A.flex_kv_order(200, 200, 128, 128, (lambda qi, ki: qi >= ki) if causal else None)[1]
         assert blocks == partial + full

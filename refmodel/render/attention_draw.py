@@ -28,6 +28,15 @@ RECIPES = {
         "O = O·alpha, then O += rn16(p)·V (a wgmma chain of k16 fused dots)",
         "end: o = rn16(O / l) (div.full); lse = rn(rn(m + lg2.approx(l)) · ln 2)",
     ],
+    "efficient": [
+        "S = Q·Kᵀ: a chain of mma.sync m16n8k8 fused dots over the head dim (float32)",
+        "u = rn(rn(scale·S)·log2 e) (two FMULs; the causal mask between them)",
+        "m: each thread's fmaxf over its 8 columns per 32-column warp tile, merged by shared-memory atomicMax",
+        "when m grew: s = rn(s·exp2f(m_old − m)), O = rn(O·exp2f(m_old − m)) (after the first block)",
+        "p = exp2f(rn(u − m)); s += per-warp-tile sums (each lane from 0 in order, quad (t0 + t1) + (t2 + t3))",
+        "O += rn16(p)·V: a chain of k8 fused dots over the keys (whole 32-key steps)",
+        "end: o = rn16(O · rcp.rn(s)); lse = rn(m / log2 e) + logf(s)",
+    ],
 }
 
 

@@ -126,6 +126,8 @@ def cmd_explain_attention(args) -> int:
             raise InputError(f"--batch-heads must be at least 1, got {bh}")
         ns = A.fa2_num_splits(bh, 1, q.shape[0], k.shape[0], q.shape[1])
         A.fa2_forward_draft(q, k, v, is_causal=args.causal, num_splits=ns, trace=trace)
+    elif args.backend == "efficient":
+        A.memeff_forward_draft(q, k, v, is_causal=args.causal, trace=trace)
     else:
         A.flex_attention_draft(q, k, v, is_causal=args.causal, trace=trace)
     verified = args.backend in A.VERIFIED
@@ -145,8 +147,9 @@ def add_explain_attention_parser(sub) -> None:
     """``wgref explain-attention``: one attention output element explained."""
     ex = sub.add_parser("explain-attention", help="explain one attention output element: which key blocks it "
                         "summed and in what order, the running max and rescale, where each rounding happened")
-    ex.add_argument("--backend", default="flash", choices=["flash", "flex"],
-                    help="flash: SDPA's FlashAttention-2 kernels (torch 2.11); flex: FlexAttention's template")
+    ex.add_argument("--backend", default="flash", choices=["flash", "flex", "efficient"],
+                    help="flash: SDPA's FlashAttention-2 kernels (torch 2.11); flex: FlexAttention's template; "
+                    "efficient: SDPA's memory-efficient (CUTLASS) kernels")
     ex.add_argument("--q", default=None, help="q .npy, (S, D) or (B, H, S, D), bf16 or f16")
     ex.add_argument("--k", default=None, help="k .npy, like q")
     ex.add_argument("--v", default=None, help="v .npy, like q")
