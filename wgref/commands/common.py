@@ -4,6 +4,7 @@ loading an input array and writing a file atomically."""
 from __future__ import annotations
 
 import argparse
+import sys
 import json as _stdjson
 import types
 from typing import Callable
@@ -106,3 +107,14 @@ def write_text(path: str, text: str, *, inputs=()) -> None:
     from refmodel.fileio import atomic_write_text
 
     atomic_write_text(path, text, inputs=[input_path(i) for i in inputs if i])
+
+
+def emit_text(output, text: str, what: str) -> int:
+    """``text`` to ``output`` (``-o``) through :func:`write_text`, saying ``wrote PATH (what)``, or to stdout
+    without one; the command's exit status (0)."""
+    if output is not None:
+        write_text(output, text)
+        print(f"wrote {shown(output)} ({what})")
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,14 +1,13 @@
 """``wgref explain-dot``: one output element of one wgmma, explained bit by bit (every term's
 exponent, its alignment to the largest, the window it keeps and the bits cut, the exact sum, the
-final rounding)."""
+final rounding); ``wgref explain-attention``: one attention output element's online softmax, step by step."""
 
 from __future__ import annotations
 
 import math
-import sys
 
 from refmodel.errors import InputError
-from wgref.commands.common import check_output, command, excerpt, shown, write_text
+from wgref.commands.common import check_output, command, emit_text, excerpt
 
 MAX_TOKEN = 64          # characters of one value
 
@@ -57,13 +56,8 @@ def cmd_explain_dot(args) -> int:
         c = parse_value(args.c, "--c") if args.c is not None else None
         ex = explain_dot(a, b, c, dtype_ab=args.dtype, dtype_b=args.dtype_b, dtype_d=args.acc)
     text = render_explain(ex, args.format)
-    if args.output is not None:
-        write_text(args.output, text)
-        print(f"wrote {shown(args.output)} ({args.format}, {len(text.encode())} bytes); D = {ex.result_hex} "
-              f"= {ex.result!r}")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return emit_text(args.output, text, f"{args.format}, {len(text.encode())} bytes); D = {ex.result_hex} "
+                     f"= {ex.result!r}")
 
 
 def add_explain_parser(sub) -> None:
@@ -135,12 +129,7 @@ def cmd_explain_attention(args) -> int:
     text = render_attention_trace(trace, backend=args.backend, shape=(q.shape[0], k.shape[0], q.shape[1]),
                                   causal=args.causal, dtype=str(q.dtype).replace("bfloat16", "bf16")
                                   .replace("float16", "f16"), label=label)
-    if args.output is not None:
-        write_text(args.output, text)
-        print(f"wrote {shown(args.output)} ({len(text.encode())} bytes)")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return emit_text(args.output, text, f"{len(text.encode())} bytes")
 
 
 def add_explain_attention_parser(sub) -> None:

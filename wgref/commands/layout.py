@@ -12,9 +12,7 @@ The lookups come from :mod:`refmodel.layouts.lookup`; ``--json`` prints its answ
 
 from __future__ import annotations
 
-import sys
-
-from wgref.commands.common import UsageError, check_output, command, excerpt, json, shown, write_text
+from wgref.commands.common import UsageError, check_output, command, emit_text, excerpt, json
 
 
 def _emit_diagram(kind: str, args, **opts) -> int:
@@ -23,23 +21,14 @@ def _emit_diagram(kind: str, args, **opts) -> int:
     if args.output is not None:
         check_output(args.output)  # before drawing: never a device, a directory or a symlink
     text = render(kind, args.format, **opts)
-    if args.output is not None:
-        write_text(args.output, text)
-        print(f"wrote {shown(args.output)} ({args.format}, {len(text.encode())} bytes)")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return emit_text(args.output, text, f"{args.format}, {len(text.encode())} bytes")
 
 
 def _emit_text(args, text: str) -> int:
     """A lookup's answer (a paragraph or one JSON line) to stdout, or to ``-o`` through the safe writer."""
     if args.output is not None:
         check_output(args.output)
-        write_text(args.output, text)
-        print(f"wrote {shown(args.output)} ({'json' if args.json else 'text'}, {len(text.encode())} bytes)")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return emit_text(args.output, text, f"{'json' if args.json else 'text'}, {len(text.encode())} bytes")
 
 
 _LAYOUT_DTYPE = {"acc": "f32", "a-frag": "f16", "swizzle": "f16", "smem": "f16", "epilogue": "bf16",
