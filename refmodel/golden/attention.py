@@ -134,6 +134,23 @@ class Trace:
     steps: list = field(default_factory=list)
     end: dict = field(default_factory=dict)
 
+    def at(self, rows: np.ndarray) -> int:
+        """The traced row's index in the row block ``rows`` (consecutive query indices)."""
+        return int(self.row - rows[0])
+
+    def step(self, *, block, cols, s, masked, m_prev, m, rescale, p, p_rounded, v, sum_before, sum_after,
+             acc_before, acc_after, lanes=()) -> None:
+        """Record one key block: the traced row's values (``v``: the block's V column of the traced output,
+        ``sum_before``/``sum_after``: the row sum's lanes or the one running sum, ``lanes``: this block's
+        tl.sum lanes)."""
+        self.steps.append(dict(
+            block=int(block), cols=(int(cols[0]), int(cols[-1])), s=np.array(s, np.float32), masked=int(masked),
+            m_prev=None if m_prev is None else float(m_prev), m=float(m),
+            rescale=None if rescale is None else float(rescale), p=np.array(p, np.float32),
+            p_rounded=np.array(p_rounded, np.float32), v=np.array(v, np.float32),
+            sum_before=np.array(sum_before, np.float32, ndmin=1), sum_after=np.array(sum_after, np.float32, ndmin=1),
+            lanes=np.array(lanes, np.float32), acc_before=float(acc_before), acc_after=float(acc_after)))
+
 
 def _check_qkv(q, k, v, table: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q, k, v as bf16 or f16 arrays of one type (one batch and head), their head dim among the modelled ones
@@ -290,16 +307,11 @@ def _fa2_rowblock(q, k, v, rows, blocks, bn, sl2, is_causal, masking_steps, chec
         part = _lane_sums(p, part if i else None, scale=r if fused else None)
         acc = _chain(_round(p, q.dtype), vb, acc)           # cvt.rn.bf16x2.f32 (f16x2), then P·V
         if trace is not None:
-            j = int(np.flatnonzero(rows == trace.row)[0])
-            trace.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
-                                    masked=int(np.broadcast_to(masked, s.shape)[j].sum()),
-                                    m_prev=float(prev[j]) if i else None, m=float(row_max[j]),
-                                    rescale=None if r is None else float(r[j]),
-                                    p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
-                                    v=vb[:, trace.col].astype(np.float32),
-                                    sum_before=before[0][j].copy(), sum_after=part[j].copy(),
-                                    acc_before=float(before[1][j, trace.col]),
-                                    acc_after=float(acc[j, trace.col])))
+            j = trace.at(rows)
+            trace.step(block=n, cols=cols, s=s[j], masked=np.broadcast_to(masked, s.shape)[j].sum(),
+                       m_prev=prev[j] if i else None, m=row_max[j], rescale=None if r is None else r[j], p=p[j],
+                       p_rounded=_round(p[j], q.dtype), v=vb[:, trace.col], sum_before=before[0][j],
+                       sum_after=part[j], acc_before=before[1][j, trace.col], acc_after=acc[j, trace.col])
     return acc, row_max, part
 
 
@@ -389,7 +401,7 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
             out, lse[rows] = _fa2_end(acc, row_max, part, ss, contract, split=False)
             o[rows] = _round(out, q.dtype)
             if tr is not None:
-                j = int(np.flatnonzero(rows == tr.row)[0])
+                j = tr.at(rows)
                 tr.end.update(kernel="flash_fwd_kernel", lanes=part[j].copy(), total=float(_quad(part)[j]),
                               acc=float(acc[j, tr.col]), out_f32=float(out[j, tr.col]),
                               out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]),
@@ -412,7 +424,7 @@ def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=
         out, lse[rows] = _fa2_combine(outs, lses, contract)
         o[rows] = _round(out, q.dtype)
         if tr is not None:
-            j = int(np.flatnonzero(rows == tr.row)[0])
+            j = tr.at(rows)
             tr.end.update(kernel="flash_fwd_splitkv_kernel + combine", split_out=[float(x[j, tr.col]) for x in outs],
                           split_lse=[float(x[j]) for x in lses], out_f32=float(out[j, tr.col]),
                           out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
@@ -519,15 +531,11 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
             before = acc.copy() if tr is not None else None
             acc = _chain8(np.ascontiguousarray(pb[:, :kk]), np.ascontiguousarray(vb[:kk]), acc)
             if tr is not None:
-                i = int(np.flatnonzero(rows == tr.row)[0])
-                tr.steps.append(dict(block=j, cols=(int(cols[0]), int(cols[-1])), s=t[i].copy(),
-                                     masked=int((~valid).sum() + (np.isneginf(t[i]) & valid).sum()),
-                                     m_prev=float(m_prime[i]) if j else None, m=float(m_new[i]),
-                                     rescale=float(r[i]) if j else None, p=p[i].copy(),
-                                     p_rounded=pb[i].astype(np.float32), v=vb[:, tr.col].astype(np.float32),
-                                     sum_before=np.array([sum_before[i]]), sum_after=np.array([sp[i]]),
-                                     lanes=np.array([]), acc_before=float(before[i, tr.col]),
-                                     acc_after=float(acc[i, tr.col])))
+                i = tr.at(rows)
+                tr.step(block=j, cols=cols, s=t[i], masked=(~valid).sum() + (np.isneginf(t[i]) & valid).sum(),
+                        m_prev=m_prime[i] if j else None, m=m_new[i], rescale=r[i] if j else None, p=p[i],
+                        p_rounded=pb[i], v=vb[:, tr.col], sum_before=sum_before[i], sum_after=sp[i],
+                        acc_before=before[i, tr.col], acc_after=acc[i, tr.col])
             mi = m_new
         denom = np.where(sp == 0, np.float32(1), sp)
         with np.errstate(all="ignore"):
@@ -538,7 +546,7 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
             lse[rows] = add_f32(spelled_f32("cuda:x / y", m0v, np.broadcast_to(_LOG2E_F, m0v.shape)),
                                 spelled_f32("cuda:logf(x)", denom))
         if tr is not None:
-            i = int(np.flatnonzero(rows == tr.row)[0])
+            i = tr.at(rows)
             tr.end.update(kernel="fmha_cutlassF (mem-efficient)", total=float(sp[i]), lanes=[],
                           acc=float(acc[i, tr.col]), out_f32=float(out[i, tr.col]),
                           out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
@@ -659,14 +667,11 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
             before = acc.copy() if tr is not None else None
             acc = _chain(_round(p, q.dtype), vb, acc)
             if tr is not None:
-                j = int(np.flatnonzero(rows == tr.row)[0])
-                tr.steps.append(dict(block=int(n), cols=(int(cols[0]), int(cols[-1])), s=s[j].copy(),
-                                     masked=int(masked[j].sum()),
-                                     m_prev=float(m_i[j]), m=float(m_ij[j]), rescale=float(alpha[j]),
-                                     p=p[j].copy(), p_rounded=_round(p[j], q.dtype).astype(np.float32),
-                                     v=vb[:, tr.col].astype(np.float32), sum_before=np.array([l_prev[j]]),
-                                     sum_after=np.array([l_i[j]]), lanes=lanes[j].copy(),
-                                     acc_before=float(before[j, tr.col]), acc_after=float(acc[j, tr.col])))
+                j = tr.at(rows)
+                tr.step(block=n, cols=cols, s=s[j], masked=masked[j].sum(), m_prev=m_i[j], m=m_ij[j],
+                        rescale=alpha[j], p=p[j], p_rounded=_round(p[j], q.dtype), v=vb[:, tr.col],
+                        sum_before=l_prev[j], sum_after=l_i[j], lanes=lanes[j], acc_before=before[j, tr.col],
+                        acc_after=acc[j, tr.col])
             m_i = m_ij
         l_i = np.where(l_i == 0, np.float32(1), l_i)
         with np.errstate(all="ignore"):
@@ -674,7 +679,7 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
             o[rows] = _round(out, q.dtype)
             lse[rows] = mul_f32(add_f32(m_i, spelled_f32("triton:tl.log2(x)", l_i)), np.float32(math.log(2.0)))
         if tr is not None:
-            j = int(np.flatnonzero(rows == tr.row)[0])
+            j = tr.at(rows)
             tr.end.update(kernel="Inductor's flex_attention template", total=float(l_i[j]), lanes=[],
                           acc=float(acc[j, tr.col]), out_f32=float(out[j, tr.col]),
                           out=float(o[tr.row, tr.col].astype(np.float32)), lse=float(lse[tr.row]))
