@@ -141,6 +141,13 @@ def _relbias(score, b, h, q_idx, kv_idx):
 
 
 _FLEX = {}
+_TORCH_DTYPE = {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn"}
+
+
+def flex_code_key(c: dict) -> str:
+    """The key of a case's FlexAttention generated source in the recording (one per shape, dtype, mask, mod)."""
+    return (f"{(c['B'], c['H'], c['S'], c['D'])}_{_TORCH_DTYPE[c['dtype']]}_{'causal' if c['causal'] else 'full'}"
+            + (f"_{c['mod']}" if c.get("mod") else ""))
 
 
 def _flex(q, k, v, c, codes):
@@ -160,7 +167,7 @@ def _flex(q, k, v, c, codes):
     bm = None
     if causal:
         bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
-    name = f"{tuple(q.shape)}_{str(q.dtype)[6:]}_{'causal' if causal else 'full'}{'_' + mod if mod else ''}"
+    name = flex_code_key(c)
     if name not in codes:
         before = _ptx_files()
         (o, lse), srcs = run_and_get_code(_FLEX[key], q, k, v, bm)
@@ -251,9 +258,7 @@ def write_fixtures(src: str, root: str, backends) -> list[str]:
             meta_c = {"name": case_name(i, "")[:-1], "index": i, **c,
                       "lse_shape": [int(x) for x in z[f"lseshape_{names[0]}"]]}
             if backend == "flex":
-                key = f"({c['B']}, {c['H']}, {c['S']}, {c['D']})_" + \
-                    {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn"}[c["dtype"]] + \
-                    f"_{'causal' if c['causal'] else 'full'}" + (f"_{c['mod']}" if c.get("mod") else "")
+                key = flex_code_key(c)
                 if key not in code_index:
                     code_index[key] = len(codes)
                     codes.append(run["codes"][key])
