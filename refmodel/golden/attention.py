@@ -477,7 +477,7 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
     o = np.zeros((Sq, D), q.dtype)
     lse = np.zeros(Sq, np.float32)
     col = np.arange(bk)
-    lane = (col % 8) // 2                                    # the quad lane holding each column of a warp tile
+    lane = _thread_of_column(bk)                             # the quad lane holding each column of a warp tile
     wcol = col // 32                                         # the warp tile (32 columns) of each column
     for m0 in range(0, Sq, bq):
         rows = np.arange(m0, min(m0 + bq, Sq))
@@ -514,16 +514,9 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
                 p = np.where(valid[None, :], spelled_f32("cuda:exp2f(x)", add_f32(u, -m_use[:, None])),
                              np.float32(0))
             total = sp
-            for w in range(bk // 32):
-                lanes = []
-                for ln in range(4):
-                    mine = p[:, (wcol == w) & (lane == ln)]
-                    a = add_f32(np.zeros(rows.size, np.float32), mine[:, 0])
-                    for c in range(1, mine.shape[1]):
-                        a = add_f32(a, mine[:, c])
-                    lanes.append(a)
-                W = add_f32(add_f32(lanes[0], lanes[1]), add_f32(lanes[2], lanes[3]))
-                total = add_f32(total, W)
+            for w in range(bk // 32):                     # each lane from 0, then (t0 + t1) + (t2 + t3)
+                t4 = _lane_sums(p[:, 32 * w:32 * (w + 1)], np.zeros((rows.size, 4), np.float32))
+                total = add_f32(total, add_f32(add_f32(t4[:, 0], t4[:, 1]), add_f32(t4[:, 2], t4[:, 3])))
             sum_before = sp
             sp = total
             kk = -(-int(valid.sum()) // 32) * 32                 # the PV chain runs whole 32-key steps
