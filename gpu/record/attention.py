@@ -60,7 +60,9 @@ def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return attention_codes({"seed": SEED, "families": FAMILIES, "case_index": CASE_INDEX}, {**CASES[i], "index": i}, j)
 
 
-def _run_backend(backend: str, cases=None) -> tuple[dict, dict]:
+def _run_backend(backend: str, cases=None, deadline: float = float("inf")) -> tuple[dict, dict]:
+    """Every (case, family) of one backend; past ``deadline`` (epoch seconds) the rest are recorded as skipped,
+    so a slow backend keeps what it ran instead of losing it all to the parent's timeout."""
     import hashlib
 
     import torch
@@ -77,6 +79,9 @@ def _run_backend(backend: str, cases=None) -> tuple[dict, dict]:
             q, k, v = (torch.from_numpy(x.astype(np.uint16).view(np.int16)).view(tdt).cuda()
                        for x in qkv_codes(i, j))
         name = case_name(i, FAMILIES[j])
+        if time.time() > deadline:
+            out[f"error_{name}"] = "skipped: the recording's time ran out"
+            continue
 
         def call():
             if backend == "flex":
@@ -179,10 +184,10 @@ def _flex(q, k, v, c, codes):
     return o, lse
 
 
-def _child(backend: str, out: str, cases=None) -> int:
+def _child(backend: str, out: str, cases=None, deadline: float = float("inf")) -> int:
     import torch
 
-    arrays, codes = _run_backend(backend, cases)
+    arrays, codes = _run_backend(backend, cases, deadline)
     errors = {k[6:]: v for k, v in arrays.items() if k.startswith("error_")}
     np.savez_compressed(Path(out) / f"attention_{backend}.npz", **{k: v for k, v in arrays.items()
                                                                      if not k.startswith("error_")})
@@ -203,6 +208,9 @@ def record(out: str, seconds: float, backends, cases=None) -> int:
             print(f"{b}: skipped (time)", flush=True)
             continue
         extra = ["--cases", ",".join(map(str, cases))] if cases is not None else []
+        # the child stops starting cases early enough to save them, leaving 30 s for each backend after it
+        later = len(backends) - 1 - backends.index(b)
+        extra += ["--deadline", str(time.time() + max(left - 30 * later, 20) - 15)]
         row = run_fresh("gpu.record.attention", ["--child", b, "--out", out, *extra], label=b, timeout=left,
                         error_file=Path(out) / f"attention_{b}_error.txt")
         if row is None:
@@ -292,6 +300,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
     ap.add_argument("--cases", default=None, help="these CASES indices only (comma-separated; default all)")
     ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/attention from a recording DIR")
     ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
@@ -306,7 +315,7 @@ def main(argv=None) -> int:
         if any(not 0 <= x < len(CASES) for x in cases):
             raise SystemExit(f"--cases must be indices in 0..{len(CASES) - 1}, got {a.cases}")
     if a.child:
-        return _child(a.child, a.out, cases)
+        return _child(a.child, a.out, cases, a.deadline)
     return record(a.out, a.seconds, a.backends.split(","), cases)
 
 
