@@ -37,7 +37,17 @@ CASES = (_SMALL
          + [dict(B=2, H=2, S=200, D=d, causal=c, dtype="bf16", mod="relbias")
             for d, c in itertools.product((64, 128), (False, True))]
          # FlexAttention only: FP8 e4m3 q, k, v (whether torch 2.11 runs it at all is part of the recording)
-         + [dict(B=2, H=2, S=200, D=d, causal=False, dtype="e4m3", only="flex") for d in (64, 128)])
+         + [dict(B=2, H=2, S=200, D=d, causal=False, dtype="e4m3", only="flex") for d in (64, 128)]
+         # FA2's split-KV with 3, 4, 7 and 8 splits (the combine over more than two), one head or two, and a
+         # batch x heads x blocks above the threshold at a length no tile divides
+         + [dict(B=1, H=1, S=333, D=128, causal=True, dtype="bf16"),
+            dict(B=1, H=2, S=777, D=64, causal=False, dtype="bf16"),
+            dict(B=1, H=2, S=777, D=128, causal=False, dtype="bf16"),
+            dict(B=1, H=1, S=1000, D=128, causal=True, dtype="bf16"),
+            dict(B=1, H=1, S=1000, D=64, causal=False, dtype="f16"),
+            dict(B=8, H=8, S=333, D=64, causal=True, dtype="bf16")]
+         # FlexAttention only: FP8 e4m3 with the causal block mask, and at a length the tile divides
+         + [dict(B=2, H=2, S=s, D=d, causal=True, dtype="e4m3", only="flex") for s, d in ((200, 64), (256, 128))])
 CASE_INDEX = 8
 BACKENDS = ("flex", "flash", "efficient", "cudnn")
 #: outputs of more than this many (batch, head) pairs keep only the first RAW_HEADS heads of batch 0 raw, and the
@@ -278,7 +288,9 @@ def write_fixtures(src: str, root: str, backends) -> list[str]:
         arrays["lse_sha256"] = np.frombuffer(b"".join(x for r in lsha for x in r), np.uint8).reshape(len(cases), -1, 32)
         if codes:
             arrays["code"] = np.frombuffer("".join(codes).encode(), np.uint8).copy()
-        kernels = {k[8:]: v for k, v in run["codes"].items() if k.startswith("kernels:")}
+        # FlexAttention's call also builds the causal block mask (ATen kernels): only its Triton kernels are kept
+        kernels = {k[8:]: [n for n in v if backend != "flex" or n.startswith("triton_")]
+                   for k, v in run["codes"].items() if k.startswith("kernels:")}
         meta = {"backend": backend, "seed": rec["seed"], "families": list(rec["families"]),
                 "case_index": rec["case_index"], "cases": cases, "codes": [len(c.encode()) for c in codes],
                 "refused": run["errors"], "kernels": kernels, "not_modelled": unmodelled,
