@@ -42,7 +42,7 @@ def test_replay_every_fixture_bit_exact(feature):
     # the features of many long entries replay on worker processes, as wgref verify does
     from refmodel.verify import workers
 
-    jobs = workers.default_jobs() if feature in ("schedules", "device_model") else 1
+    jobs = workers.default_jobs() if feature in ("schedules", "device_model", "attention") else 1
     rows = list(workers.verify_all(ROOT, features=[feature], full=feature != "sfu", jobs=jobs))
     assert rows
     for _, entry, res in rows:

@@ -234,7 +234,15 @@ def record(out: str, seconds: float, backends, cases=None) -> int:
     return 0 if rows else 1
 
 
-def write_fixtures(src: str, root: str, backends) -> list[str]:
+class _Arrays(dict):
+    """A dict of arrays with ``np.load``'s ``files``."""
+
+    @property
+    def files(self):
+        return list(self)
+
+
+def write_fixtures(src, root: str, backends) -> list[str]:
     """Turn a recording directory into fixtures/attention/<backend>.npz (kind attention_seeded,
     refmodel.verify.replay_attention): per recorded case and family the sha256 of the whole O and LSE words,
     the first rows of O and the LSE of batch 0, head 0 raw, FlexAttention's generated sources; the cases a
@@ -244,13 +252,27 @@ def write_fixtures(src: str, root: str, backends) -> list[str]:
     from refmodel.verify.fixtures import host_provenance, write_fixture
     from refmodel.verify.replay_attention import ROWS
 
-    rec = json.loads((Path(src) / "attention.json").read_text())
-    runs = {r["backend"]: r for r in rec["runs"]}
+    srcs = [src] if isinstance(src, (str, Path)) else list(src)
+    recs = [json.loads((Path(d) / "attention.json").read_text()) for d in srcs]
+    rec = recs[0]
+    for d, r in zip(srcs[1:], recs[1:]):
+        if any(r[k] != rec[k] for k in ("seed", "families", "case_index")):
+            raise SystemExit(f"{d} was recorded with another seed, families or case index than {srcs[0]}")
     written = []
     for backend in backends:
-        if backend not in runs:
+        parts = [(d, next(x for x in r["runs"] if x["backend"] == backend)) for d, r in zip(srcs, recs)
+                 if any(x["backend"] == backend for x in r["runs"])]
+        if not parts:
             continue
-        run, z = runs[backend], np.load(Path(src) / f"attention_{backend}.npz")
+        # several recordings (each of some cases) merge: their arrays, sources, kernel names and refusals
+        z, run = {}, {"codes": {}, "errors": {}}
+        for d, r in parts:
+            with np.load(Path(d) / f"attention_{backend}.npz") as f:
+                z.update({k: f[k] for k in f.files})
+            run["codes"].update(r["codes"])
+            run["errors"].update(r["errors"])
+            run.update({k: r[k] for k in ("device", "torch", "triton", "cudnn")})
+        z = _Arrays(z)
         cases, osha, lsha, arrays, codes, code_index, unmodelled = [], [], [], {}, [], {}, []
         for i, c in enumerate(CASES):
             names = [case_name(i, f) for f in FAMILIES]
@@ -297,7 +319,8 @@ def write_fixtures(src: str, root: str, backends) -> list[str]:
                 "inputs": "refmodel.verify.replay_attention.attention_codes(meta, case, family)"}
         prov = {"device": run["device"], "torch": run["torch"], "triton": run["triton"], "cudnn": run["cudnn"],
                 "recorder": "gpu.record.attention", "merged_on": host_provenance(),
-                "date": rec.get("date") or host_provenance()["date"]}
+                "date": max(r.get("date") or "" for r in recs) or host_provenance()["date"],
+                "recordings": len(parts)}
         n_out = sum(int(np.prod([c["B"], c["H"], c["S"], c["D"]])) + int(np.prod(c["lse_shape"])) for c in cases)
         write_fixture("attention", backend, arrays, kind="attention_seeded", cases=n_out * len(rec["families"]),
                       meta=meta, provenance=prov, root=root)
@@ -314,7 +337,8 @@ def main(argv=None) -> int:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
     ap.add_argument("--cases", default=None, help="these CASES indices only (comma-separated; default all)")
-    ap.add_argument("--fixture", default=None, metavar="DIR", help="write fixtures/attention from a recording DIR")
+    ap.add_argument("--fixture", default=None, nargs="+", metavar="DIR",
+                    help="write fixtures/attention from one or more recording DIRs (merged, cases in CASES order)")
     ap.add_argument("--fixtures", default="fixtures", help="fixtures root for --fixture")
     a = ap.parse_args(argv)
     if a.fixture:
