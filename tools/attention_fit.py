@@ -2,7 +2,7 @@
 case, how many O words and LSE words each draft variant gets wrong.  A development tool for the attention
 issue: it decides the drafts' open choices (FA2's three FMA contractions) from the hardware's bits.
 
-    python tools/attention_fit.py DIR [--backend flash|flex] [--limit N]
+    python tools/attention_fit.py DIR [--backend flash|flex|efficient|cudnn] [--limit N]
 """
 
 from __future__ import annotations
@@ -44,6 +44,14 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
                 return fma_f32_array(qk, np.broadcast_to(sc, qk.shape),
                                      np.broadcast_to((qi - ki).astype(np.float32), qk.shape))
         yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal, score_mod=mod)
+    elif backend == "cudnn":
+        # a closed kernel (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128xD): only
+        # asked whether one of the open schedules happens to give its bits
+        yield "as flash", lambda q, k, v, causal: A.fa2_forward_draft(q, k, v, is_causal=causal, num_splits=1)
+        yield "as efficient", lambda q, k, v, causal: A.memeff_forward_draft(q, k, v, is_causal=causal)
+        for bm, bn in ((64, 128), (128, 128), (128, 64)):
+            yield f"as flex {bm}x{bn}", lambda q, k, v, causal, bm=bm, bn=bn: A.flex_attention_draft(
+                q, k, v, is_causal=causal, block_m=bm, block_n=bn)
     else:
         raise SystemExit(f"no draft for backend {backend!r}")
 
@@ -64,8 +72,9 @@ def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", 
         if f"o_{name}" not in z.files:
             continue
         c = R.CASES[i]
-        if (c.get("mod") and backend != "flex") or c["dtype"] not in ("bf16", "f16"):
-            continue                    # the drafts are bf16 / f16; score_mod: FlexAttention
+        types = ("bf16", "f16") if backend == "cudnn" else R.MODELLED_DTYPES[backend]
+        if (c.get("mod") and backend != "flex") or c["dtype"] not in types:
+            continue                    # the types each model takes; score_mod: FlexAttention
         qc, kc, vc = R.qkv_codes(i, j)
         q, k, v = (typed_matrix(x.reshape(-1, c["D"]), c["dtype"]).reshape(x.shape) for x in (qc, kc, vc))
         o_hw = z[f"o_{name}"]           # (B, H, S, D), or its first heads of batch 0 (a big case)
@@ -75,7 +84,7 @@ def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", 
             bad_o = bad_l = 0
             for b, h in itertools.product(range(o_hw.shape[0]), range(o_hw.shape[1])):
                 o, lse = fn(q[b, h], k[b, h], v[b, h], c["causal"])
-                bad_o += int(np.count_nonzero(o.view(np.uint16) != o_hw[b, h]))
+                bad_o += int(np.count_nonzero(o.view(o_hw.dtype) != o_hw[b, h]))
                 bad_l += int(np.count_nonzero(np.asarray(lse, np.float32).view(np.uint32) != lse_hw[b, h]))
             report.setdefault(name, {})[label] = {"o_mismatch": bad_o, "lse_mismatch": bad_l,
                                                   "o_total": int(o_hw.size), "lse_total": int(lse_hw.size)}
@@ -90,7 +99,7 @@ def fit(src: Path, backend: str, limit: int | None, families=None, opts=("max", 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
-    ap.add_argument("--backend", default="flash", choices=["flash", "flex", "efficient"])
+    ap.add_argument("--backend", default="flash", choices=["flash", "flex", "efficient", "cudnn"])
     ap.add_argument("--limit", type=int, default=None, help="at most N cases")
     ap.add_argument("--json", default=None, help="write the report here")
     ap.add_argument("--families", default=None, help="these families only (comma-separated)")

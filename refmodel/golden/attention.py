@@ -40,7 +40,12 @@ from ..numerics.sfu.unit import spelled_f32
 FA2_TRAITS = {64: (128, 128, 4), 128: (128, 64, 4)}
 #: the 16-bit input types and the fused dot of their k16 MMAs (mma.sync m16n8k16 sums as the wgmma k16 does)
 _MMA = {np.dtype(ml_dtypes.bfloat16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
-        np.dtype(np.float16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"}
+        np.dtype(np.float16): "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16",
+        # FlexAttention's FP8 template: Triton lowers both of its dots to k32 e4m3 wgmma (QK SS, PV RS) with
+        # the float32 accumulator as C (no promotion: max_num_imprecise_acc 0)
+        np.dtype(ml_dtypes.float8_e4m3fn): "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"}
+#: the input types of the SDPA backends' recordings (FlexAttention takes e4m3 too)
+_SDPA_TYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 _LOG2E = math.log2(math.e)
 BACKENDS = ("flash", "efficient", "cudnn")
 #: the backends whose schedule replays the H200's recordings bit for bit (fixtures/attention; "flex":
@@ -152,12 +157,13 @@ class Trace:
             lanes=np.array(lanes, np.float32), acc_before=float(acc_before), acc_after=float(acc_after)))
 
 
-def _check_qkv(q, k, v, table: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, k, v as bf16 or f16 arrays of one type (one batch and head), their head dim among the modelled ones
+def _check_qkv(q, k, v, table: dict, types=_SDPA_TYPES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v as arrays of one of ``types`` (one batch and head), their head dim among the modelled ones
     in ``table``."""
     q, k, v = (np.asarray(x) for x in (q, k, v))
-    if q.dtype not in _MMA or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise InputError(f"q, k and v must all be bfloat16 or all float16, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in types or k.dtype != q.dtype or v.dtype != q.dtype:
+        names = " or all ".join(str(t) for t in types)
+        raise InputError(f"q, k and v must all be {names}, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[1] not in table:
         raise InputError(f"head dim {q.shape[1]} is not among the modelled {sorted(table)}")
     return q, k, v
@@ -205,9 +211,14 @@ def _chain8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _round(x, dtype) -> np.ndarray:
-    """float32 ``x`` rounded to the 16-bit ``dtype`` (cvt.rn)."""
+    """float32 ``x`` rounded to the 16-bit ``dtype`` (cvt.rn), or to e4m3 as Triton converts
+    (cvt.rn.satfinite.e4m3x2.f32: finite overflow to ±448, NaN to 0x7F)."""
     from ..numerics.gemm import _convert
 
+    if np.dtype(dtype) == np.dtype(ml_dtypes.float8_e4m3fn):
+        from ..numerics.fp8 import encode, to_ml_dtypes
+
+        return to_ml_dtypes(encode(np.ascontiguousarray(x, np.float32), "e4m3", "satfinite"), "e4m3")
     return _convert(np.ascontiguousarray(x, np.float32), np.dtype(dtype))
 
 
@@ -548,6 +559,8 @@ def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
 
 #: FlexAttention (torch 2.9-2.11) defaults on sm_90 for bf16: head dim -> (BLOCK_M, BLOCK_N, num_warps)
 FLEX_DEFAULTS = {64: (128, 128, 4), 128: (128, 64, 8)}
+#: the same for FP8 e4m3 q, k, v (recorded with torch 2.11: 64 x 64 and 4 warps at both head dims)
+FLEX_FP8_DEFAULTS = {64: (64, 64, 4), 128: (64, 64, 4)}
 _RCP_LN2 = np.float32(1.44269504)                            # the template's RCP_LN2 constexpr (0x3FB8AA3B)
 
 
@@ -616,9 +629,9 @@ def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_
     ``ex2(fma(s, RCP_LN2, −m))``; ``l_i = fma(l_i, alpha, tl.sum(p))``; ``acc = acc·alpha`` then
     ``acc += rn(p) · v``.  At the end ``acc / l_i`` (div.full), ``lse = (m_i + log2 l_i)·ln 2``.  Key blocks
     in :func:`flex_kv_order`'s order."""
-    q, k, v = _check_qkv(q, k, v, FLEX_DEFAULTS)
+    q, k, v = _check_qkv(q, k, v, FLEX_DEFAULTS, tuple(_MMA))
     (Sq, D), Sk = q.shape, k.shape[0]
-    dm, dn, _ = FLEX_DEFAULTS[D]
+    dm, dn, _ = (FLEX_FP8_DEFAULTS if q.dtype.itemsize == 1 else FLEX_DEFAULTS)[D]
     bm, bn = block_m or dm, block_n or dn
     sm = np.float32(1.0 / math.sqrt(D) if scale is None else scale)
     divisible = (Sq % SPARSE_BLOCK == 0 and Sk % SPARSE_BLOCK == 0) if is_divisible is None else bool(is_divisible)

@@ -5,7 +5,7 @@ through refmodel.golden.attention on inputs rebuilt from the seed, against the h
 A fixture of kind ``attention_seeded`` holds, for C cases and F families:
 
 * ``o_sha256``, ``lse_sha256`` (C, F, 32): the sha256 of the whole O words (B, H, S, D little-endian 16-bit,
-  contiguous) and LSE words (B, H, S float32);
+  or bytes for e4m3, contiguous) and LSE words (B, H, S float32);
 * ``o<i>`` (F, ROWS, D) and ``lse<i>`` (F, S): the first ROWS rows of O and the whole LSE of batch 0, head 0
   of case i, raw (which words differ, when one does);
 * ``code``: FlexAttention's generated sources, concatenated (``meta['codes']``: each one's byte count; a case's
@@ -87,7 +87,8 @@ def replay_attention(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
         for j, fam in enumerate(fams):
             q, k, v = attention_inputs(meta, c, j)
             o, lse = model(q, k, v, c, code)
-            ow = np.ascontiguousarray(np.asarray(o).view(np.uint16), "<u2")
+            o = np.asarray(o)
+            ow = np.ascontiguousarray(o.view(np.uint8 if o.dtype.itemsize == 1 else np.uint16))
             lw = np.ascontiguousarray(np.asarray(lse, np.float32).view(np.uint32), "<u4")
             label = f"{meta['backend']} {c['name']} {fam}"
             total.add(_count(ow[0, 0, :ROWS], arrays[f"o{i}"][j], f"{label} O", {}))
