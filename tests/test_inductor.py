@@ -119,9 +119,10 @@ def test_the_tensor_wise_calls_and_the_templates_replay_with_no_mismatch():
 
     e, arrays, codes = _entry("scaled_mm_tensor.npz")
     r = replay_inductor_calls(e["meta"], arrays)
-    assert r.mismatches == 0 and r.cases == e["cases"] == 294912
+    assert r.mismatches == 0 and r.cases == e["cases"] == 688128
     assert {c["name"] for c in e["meta"]["calls"]} == {"tensor_fast_m32", "tensor_precise_m32", "tensor_fast_m256",
-                                                      "tensor_precise_m256"}
+                                                      "tensor_precise_m256", "tensor_precise_m256_rep1",
+                                                      "tensor_precise_m256_rep2", "tensor_precise_m256_rep3"}
     e, arrays, codes = _entry("templates.npz")
     r = replay_inductor_templates(e["meta"], arrays)
     assert r.mismatches == 0 and r.cases == e["cases"] == 1277952
@@ -141,6 +142,28 @@ def test_one_call_three_processes_three_kernels():
     picks = {tuple(sorted(e["meta"]["calls"][i]["template"].items())) for i in reps}
     assert len(picks) == 3
     assert all(np.array_equal(arrays["hw_sha256"][reps[0]], arrays["hw_sha256"][i]) for i in reps)
+
+
+def test_one_fp8_call_four_processes_the_pick_decides_the_bits():
+    """tensor_precise_m256 (torch._scaled_mm, per-tensor scales) compiled in four fresh processes: the autotuner
+    picked three configurations, and on the H100 the FP8 bits differ between them (unlike bf16); the model,
+    given each process's source, gives each process's bits and groups the processes as the hardware does."""
+    import hashlib
+
+    e, arrays, codes = _entry("scaled_mm_tensor.npz")
+    reps = [i for i, c in enumerate(e["meta"]["calls"]) if c["name"].startswith("tensor_precise_m256")]
+    assert len(reps) == 4
+    picks = {tuple(sorted(e["meta"]["calls"][i]["template"].items())) for i in reps}
+    assert len(picks) == 3
+    hw = [arrays["hw_sha256"][i].tobytes() for i in reps]   # every family's digest
+    assert len(set(hw)) == 2
+    got = []
+    for i in reps:
+        a, b, sa, sb = _inputs(e, e["meta"]["calls"][i], 0)
+        out = scaled_mm(a, b, sa, sb, code=codes[i])
+        assert np.array_equal(out[:16, :16].view(np.uint16), arrays[f"corner{i}"][0])
+        got.append(hashlib.sha256(np.ascontiguousarray(out).tobytes()).digest())
+    assert [[x == y for y in got] for x in got] == [[x == y for y in hw] for x in hw]
 
 
 def test_the_configuration_decides_the_fp8_bits():

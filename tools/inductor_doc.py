@@ -63,11 +63,22 @@ def _repeats() -> str:
         if base != c["name"] or any(re.sub(r"_rep\d+$", "", x["name"]) == base and x["name"] != base
                                    for _, x in _calls()):
             groups.setdefault(base, []).append((e, c))
+    import numpy as np
+
     out = []
     for base, members in groups.items():
         picks = [f"BLOCK_M/N/K {c['template']['BLOCK_M']}/{c['template']['BLOCK_N']}/{c['template']['BLOCK_K']}, "
                  f"{c['template']['num_warps']} warps, {c['template']['num_stages']} stages" for _, c in members]
-        out.append(f"* `{base}` in {len(members)} processes: " + "; ".join(f"{p}" for p in picks) + ".")
+        digests = []                        # the hardware's output digests (every input family) of each process
+        for e, c in members:
+            with np.load(ROOT / "fixtures" / "inductor" / e["file"]) as z:
+                digests.append(z["hw_sha256"][e["meta"]["calls"].index(c)].tobytes())
+        outs = len(set(digests))
+        out.append(f"* `{base}` in {len(members)} processes: " + "; ".join(f"{p}" for p in picks)
+                   + f". The hardware gave {'the same bits in all' if outs == 1 else f'{outs} different outputs'}"
+                   + (" (recorded digests)." if outs == 1 else
+                      ": " + "; ".join(", ".join(f"process {i + 1}" for i, d in enumerate(digests) if d == u)
+                                       for u in dict.fromkeys(digests)) + " agree."))
     return "\n".join(out)
 
 
@@ -142,10 +153,11 @@ Because the autotuner times candidates, the same call compiled in fresh processe
 
 {_repeats()}
 
-For the bf16 call the three kernels give the same bits (recorded: identical digests). For FP8 the pick moves the
+For bf16 the kernels agree (one wgmma chain per output, whatever the tile). For FP8 the pick moves the
 bits — BLOCK_M 16 runs `mma.sync` on f16 copies, BLOCK_M 64 runs the FP8 `wgmma`, and `acc += tl.dot`
-restarts the sum every BLOCK_K (`tests/test_inductor.py` shows a 16-row pick's output differing from the
-64-row one on the same inputs). To pin a choice, keep Inductor's cache between processes (its autotune
+restarts the sum every BLOCK_K — and `refmodel.golden.inductor`, given each process's generated source,
+gives each process's bits (`tests/test_inductor.py`: it groups the four FP8 processes as the hardware did, and
+a 16-row pick's output differs from the 64-row one on the same inputs). To pin a choice, keep Inductor's cache between processes (its autotune
 results are cached on disk, keyed by the call), or read the configuration from the generated source once and
 reuse that kernel; `refmodel.golden.inductor` reproduces whichever source you give it.
 """
