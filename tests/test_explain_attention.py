@@ -24,8 +24,8 @@ def test_explains_the_models_element(backend, causal, capsys):
     assert main(["explain-attention", "--case", "doc", "--backend", backend] + (["--causal"] if causal else [])) == 0
     text = capsys.readouterr().out
     q, k, v = _doc_qkv()
-    model = {"flash": A.fa2_forward_draft, "flex": A.flex_attention_draft,
-             "efficient": A.memeff_forward_draft}[backend]
+    model = {"flash": A.fa2_forward, "flex": A.flex_forward,
+             "efficient": A.memeff_forward}[backend]
     o, lse = model(q, k, v, is_causal=causal)
     assert f"rounded to bf16: {float(o[150, 3].astype(np.float32))!r}" in text
     assert f"lse {float(lse[150]):.9g} (0x{int(lse[150:151].view(np.uint32)[0]):08x})" in text
@@ -48,10 +48,28 @@ def test_npy_inputs_and_refusals(tmp_path, capsys):
     args = ["explain-attention", "--q", str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"),
             "--v", str(tmp_path / "v.npy"), "--head", "1", "--row", "7", "--col", "5"]
     assert main(args) == 0
-    o, _ = A.fa2_forward_draft(q, k, v)
+    o, _ = A.fa2_forward(q, k, v)
     assert f"rounded to bf16: {float(o[7, 5].astype(np.float32))!r}" in capsys.readouterr().out
     assert main(args[:-2] + ["--col", "64"]) == 2
     assert "--col in 0..63" in capsys.readouterr().err
     assert main(["explain-attention", "--q", str(tmp_path / "q.npy")]) == 2
     assert "give --q, --k and --v" in capsys.readouterr().err
     assert main(["explain-attention", "--case", "doc", "--q", str(tmp_path / "q.npy")]) == 2
+
+
+def test_fp8_flex_element_and_sdpa_refusal(tmp_path, capsys):
+    """e4m3 inputs saved by numpy (|V1): FlexAttention's FP8 template explains its element (e4m3 output); the
+    SDPA backends, which the recordings ran in 16-bit types only, refuse in one sentence."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((128, 64)).astype(np.float32).astype(ml_dtypes.float8_e4m3fn) for _ in range(3))
+    for n, x in zip("qkv", (q, k, v)):
+        np.save(tmp_path / f"{n}.npy", x)
+    args = ["explain-attention", "--q", str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"),
+            "--v", str(tmp_path / "v.npy"), "--dtype", "e4m3", "--row", "100", "--col", "9", "--causal"]
+    assert main(args + ["--backend", "flex"]) == 0
+    text = capsys.readouterr().out
+    o, lse = A.flex_forward(q, k, v, is_causal=True)
+    assert f"rounded to e4m3: {float(o[100, 9].astype(np.float32))!r}" in text
+    assert "draft" not in text
+    assert main(args + ["--backend", "flash"]) == 2
+    assert "must all be bfloat16 or all float16" in capsys.readouterr().err

@@ -91,8 +91,8 @@ def test_exp_argument_is_an_fma_only_without_a_select():
 
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
-    a = A.flex_attention_draft(q, k, v, is_divisible=True)
-    b = A.flex_attention_draft(q, k, v, is_divisible=False)
+    a = A.flex_forward(q, k, v, is_divisible=True)
+    b = A.flex_forward(q, k, v, is_divisible=False)
     assert not np.array_equal(a[1].view(np.uint32), b[1].view(np.uint32))
 
 

@@ -25,7 +25,7 @@ def _fake_recording(tmp_path, cases):
         c = R.CASES[i]
         for j, fam in enumerate(R.FAMILIES):
             q, k, v = RA.attention_inputs(meta, {**c, "index": i}, j)
-            o, lse = zip(*(A.fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=c["causal"],
+            o, lse = zip(*(A.fa2_forward(q[b, h], k[b, h], v[b, h], is_causal=c["causal"],
                                                num_splits=A.fa2_num_splits(c["B"], c["H"], c["S"], c["S"], c["D"]))
                            for b in range(c["B"]) for h in range(c["H"])))
             name = R.case_name(i, fam)
@@ -52,7 +52,7 @@ def test_fixture_round_trip(tmp_path, monkeypatch):
     def model(backend):
         def run(q, k, v, c, code):
             ns = A.fa2_num_splits(c["B"], c["H"], c["S"], c["S"], c["D"])
-            o, lse = zip(*(A.fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=c["causal"], num_splits=ns)
+            o, lse = zip(*(A.fa2_forward(q[b, h], k[b, h], v[b, h], is_causal=c["causal"], num_splits=ns)
                            for b in range(q.shape[0]) for h in range(q.shape[1])))
             return (np.stack(o).reshape(q.shape[:3] + (v.shape[3],)), np.stack(lse).reshape(q.shape[:3]))
         return run
@@ -93,3 +93,80 @@ def test_flex_kv_order():
     assert A.flex_kv_order(256, 256, 128, 64, lambda qi, ki: qi >= ki) == [([0, 1], []), ([2, 3], [0, 1])]
     assert A.flex_kv_order(200, 200, 128, 64) == [([0, 1, 2, 3], []), ([0, 1, 2, 3], [])]
     assert A.flex_kv_order(256, 256, 128, 128, lambda qi, ki: qi >= ki) == [([0], []), ([1], [0])]
+
+
+# ----------------------------------------------------------------------------- the recorded fixtures decide
+
+def _recorded(backend, name):
+    """(meta, case, arrays, case position) of one recorded case of fixtures/attention/<backend>.npz."""
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parent.parent / "fixtures" / "attention"
+    entry = next(e for e in load_manifest(d)["entries"] if e["file"] == f"{backend}.npz")
+    arrays = load_arrays(d, entry)
+    i = next(i for i, c in enumerate(entry["meta"]["cases"]) if c["name"] == name)
+    return entry["meta"], entry["meta"]["cases"][i], arrays, i
+
+
+def _head0_mismatches(backend, name, run, families=range(6)):
+    """(O, LSE) words of batch 0, head 0 that ``run(q, k, v, causal)`` gets wrong against the recording (the
+    fixture's raw rows of O and the whole LSE), over ``families``."""
+    meta, c, arrays, i = _recorded(backend, name)
+    bad_o = bad_l = 0
+    for j in families:
+        q, k, v = RA.attention_inputs(meta, c, j)
+        o, lse = run(q[0, 0], k[0, 0], v[0, 0], c["causal"])
+        o = np.asarray(o)
+        ow = o.view(np.uint8 if o.dtype.itemsize == 1 else np.uint16)[:RA.ROWS]
+        bad_o += int(np.count_nonzero(ow != arrays[f"o{i}"][j]))
+        bad_l += int(np.count_nonzero(np.asarray(lse, np.float32).view(np.uint32) != arrays[f"lse{i}"][j][:c["S"]]))
+    return bad_o, bad_l
+
+
+def test_the_recordings_decide_fa2s_contractions():
+    """On the split-KV case (2 splits) the SASS's three FFMA sites give every recorded word; leaving the LSE
+    FFMA out, or contracting the max (which the SASS does not), does not."""
+    ns = 2
+    name = "b2h2_s200_d128_full"
+    assert A.fa2_num_splits(2, 2, 200, 200, 128) == ns
+
+    def fa2(contract):
+        return lambda q, k, v, causal: A.fa2_forward(q, k, v, is_causal=causal, contract=contract, num_splits=ns)
+
+    assert _head0_mismatches("flash", name, fa2(A.FA2_CONTRACT)) == (0, 0)
+    assert sum(_head0_mismatches("flash", name, fa2(("sum", "combine")))) > 0
+    assert sum(_head0_mismatches("flash", name, fa2(("max",) + A.FA2_CONTRACT))) > 0
+    assert sum(_head0_mismatches("flash", name, lambda q, k, v, causal: A.fa2_forward(q, k, v, is_causal=causal))) > 0
+
+
+def test_the_recordings_decide_flexs_exponent_and_fp8_dots():
+    """IS_DIVISIBLE False (S 200) puts a tl.where between the scale and the subtraction: ex2(rn(t - m)), not
+    the FMA form; the FP8 template's dots are the e4m3 wgmma's, not exact float sums."""
+    name = "b2h2_s200_d64_full"
+    flex = lambda q, k, v, causal: A.flex_forward(q, k, v, is_causal=causal)  # noqa: E731
+    assert _head0_mismatches("flex", name, flex) == (0, 0)
+    assert sum(_head0_mismatches("flex", name, lambda q, k, v, causal: A.flex_forward(
+        q, k, v, is_causal=causal, is_divisible=True))) > 0
+    fp8 = "b2h2_s200_d64_full_e4m3"
+    assert _head0_mismatches("flex", fp8, flex) == (0, 0)
+
+    def exact(a, b, c):
+        return (c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+    real = A._chain
+    try:
+        A._chain = exact
+        assert sum(_head0_mismatches("flex", fp8, flex)) > 0
+    finally:
+        A._chain = real
+
+
+def test_the_backends_are_different_kernels():
+    """The efficient backend's recording is not FA2's bits (nor the reverse): each backend needs its schedule."""
+    name = "b2h2_s128_d64_full"
+    mem = lambda q, k, v, causal: A.memeff_forward(q, k, v, is_causal=causal)  # noqa: E731
+    fa2 = lambda q, k, v, causal: A.fa2_forward(q, k, v, is_causal=causal)  # noqa: E731
+    assert _head0_mismatches("efficient", name, mem) == (0, 0)
+    assert sum(_head0_mismatches("efficient", name, fa2)) > 0
+    assert _head0_mismatches("flash", name, fa2) == (0, 0)
+    assert sum(_head0_mismatches("flash", name, mem)) > 0

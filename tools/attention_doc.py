@@ -10,19 +10,49 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _short_kernel(name: str) -> str:
+    """A recorded CUDA kernel name without its template arguments' noise (the tile stays)."""
+    import re
+
+    m = re.match(r"void pytorch_flash::(\w+)<Flash_fwd_kernel_traits<(\d+), (\d+), (\d+), (\d+)", name)
+    if m:
+        return f"{m.group(1)} (head dim {m.group(2)}, kBlockM {m.group(3)}, kBlockN {m.group(4)})"
+    m = re.match(r"(fmha_cutlassF_\w+?)\(", name)
+    if m:
+        return m.group(1)
+    return "FlexAttention template (triton_tem_...)" if name.startswith("triton_tem") else name
+
+
 def _recorded() -> list[str]:
-    """One line per recorded backend (fixtures/attention), or a sentence saying none is."""
+    """The recorded backends (fixtures/attention): outputs, shapes and kernels, or a sentence saying none is."""
     man = ROOT / "fixtures" / "attention" / "manifest.json"
     if not man.exists():
-        return ["No attention call is recorded in `fixtures/attention` yet: every backend is a draft, and "
-                "`sdpa` and `flex_attention` refuse every call. `python -m gpu.record.attention --out DIR` records "
-                "them on the device; `python -m gpu.record.attention --fixture DIR` turns a recording into "
-                "fixtures."]
-    out = ["| backend | cases x families | outputs | device | torch |", "|---|---|---|---|---|"]
-    for e in json.loads(man.read_text())["entries"]:
+        return ["No attention call is recorded in `fixtures/attention` yet: `sdpa` and `flex_attention` refuse "
+                "every call. `python -m gpu.record.attention --out DIR` records them on the device; "
+                "`python -m gpu.record.attention --fixture DIR` turns a recording into fixtures."]
+    entries = json.loads(man.read_text())["entries"]
+    out = ["| backend | cases x input families | O and LSE words | device | torch / Triton |", "|---|---|---|---|---|"]
+    for e in entries:
         m, p = e["meta"], e["provenance"]
         out.append(f"| {m['backend']} | {len(m['cases'])} x {len(m['families'])} | {e['cases']:,} | "
-                   f"{p['device']} | {p['torch']} |")
+                   f"{p['device']} | {p['torch']} / {p['triton']} |")
+    total = sum(e["cases"] for e in entries)
+    fams = ", ".join(entries[0]["meta"]["families"])
+    out += ["", f"{total:,} recorded words in all. `wgref verify --feature attention` replays every one of them "
+            "(CI does, in `tests/test_fixtures.py`): inputs rebuilt from the seed, O and LSE compared word for "
+            "word on the first rows of head (0, 0) and by sha256 over the whole tensors; 0 mismatches is the "
+            f"pass condition. Input families: {fams} (random with narrow and wide exponent spread; NaN and "
+            "±Inf; cancelling products; all zero; subnormal).", ""]
+    for e in entries:
+        m = e["meta"]
+        shapes = []
+        for c in m["cases"]:
+            extra = "".join(f", {x}" for x in (c["dtype"] if c["dtype"] != "bf16" else None, c.get("mod")) if x)
+            shapes.append(f"{c['B']}x{c['H']} S{c['S']} D{c['D']} {'causal' if c['causal'] else 'full'}{extra}")
+        kernels = sorted({_short_kernel(n) for ks in m["kernels"].values() for n in ks
+                          if not n.startswith("triton_poi")})     # Inductor's pointwise kernels around it
+        out.append(f"- **{m['backend']}** (B x H, S, head dim): " + "; ".join(shapes) + ". Kernels run: "
+                   + "; ".join(f"`{k}`" for k in kernels) + ".")
     return out
 
 
@@ -44,7 +74,8 @@ def _explain() -> str:
 
 
 def attention_page() -> str:
-    from refmodel.golden.attention import FA2_SPLIT_TRAITS, FA2_TRAITS, FLEX_DEFAULTS, MEMEFF_TRAITS, VERIFIED
+    from refmodel.golden.attention import (FA2_SPLIT_TRAITS, FA2_TRAITS, FLEX_DEFAULTS, FLEX_FP8_DEFAULTS,
+                                           MEMEFF_TRAITS, VERIFIED)
     from refmodel.render.attention_draw import RECIPES
 
     verified = ", ".join(sorted(VERIFIED)) or "none yet"
@@ -58,7 +89,12 @@ def attention_page() -> str:
         "`efficient` backend (xformers' CUTLASS kernels) and FlexAttention (Inductor's Triton template).",
         "`sdpa(q, k, v, is_causal=, backend=)` and `flex_attention(q, k, v, causal=, code=)` answer only for a",
         "backend whose recordings replay bit for bit (`fixtures/attention`); anything else is refused in one",
-        f"sentence. Reproduced bit for bit so far: **{verified}**.",
+        f"sentence. Reproduced bit for bit: **{verified}**. FlexAttention takes FP8 (e4m3) q, k, v too.",
+        "",
+        "The recordings were made on an H100 (sm_90, 132 SMs: the H200's SM and SM count); a backend, input",
+        "type, head dim (64 and 128 are recorded), scale (the default 1/sqrt(D)) or Sq != Sk that they did not",
+        "cover is refused, as is FlexAttention code with a score_mod line, PRESCALE_QK or block sizes they did",
+        "not contain.",
         "",
         "## What is recorded",
         "",
@@ -69,7 +105,9 @@ def attention_page() -> str:
         "Read from the sources in the torch 2.11.0 wheel (FlexAttention's templates, `kernel_forward.h`) and from",
         "the sm_90 SASS of its `libtorch_cuda.so` (native sm_90 cubins, no PTX), and written with refmodel's",
         "recorded parts (the HMMA/wgmma fused dots, the `exp2f`/`__logf`/`logf`/`rcp` spellings of the",
-        "special-function unit). Until a backend's fixtures replay, its schedule is a draft.",
+        "special-function unit); then each open choice (which products LLVM or nvcc contract to FMA, the",
+        "exponent's form, the split-KV heuristic) was decided by the recorded bits (`tools/attention_fit.py`,",
+        "`tests/test_replay_attention.py`: the alternatives each get recorded words wrong).",
         "",
         "### flash (FlashAttention-2 in ATen)",
         "",
@@ -95,7 +133,21 @@ def attention_page() -> str:
         "",
         f"- tiles: head dim -> (queries, keys) per block {MEMEFF_TRAITS}; `mma.sync.m16n8k8` chains; the scale and",
         "  log2 e as two FMULs; the row max merged by shared-memory atomics; row sums per 32-column warp tile;",
-        "  `o = rn16(O · rcp.rn(s))`, `lse = rn(m / log2 e) + logf(s)` (`memeff_forward_draft`).",
+        "  `o = rn16(O · rcp.rn(s))`, `lse = rn(m / log2 e) + logf(s)` (`memeff_forward`).",
+        "",
+        "### FP8 FlexAttention",
+        "",
+        f"- e4m3 q, k, v: tiles {FLEX_FP8_DEFAULTS} (head dim -> BLOCK_M, BLOCK_N, warps); both dots are k32 e4m3",
+        "  `wgmma` chains with the float32 accumulator as C (QK from shared memory, PV with P in registers), with",
+        "  the FP8 accumulator's truncating alignment (`docs/accumulator.md`); P and the output are converted by",
+        "  `cvt.rn.satfinite.e4m3x2.f32` (finite overflow to ±448, NaN to 0x7F); the row sum uses the float32 p.",
+        "",
+        "### cuDNN",
+        "",
+        "The `cudnn` backend (`cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128xD`, a",
+        "closed kernel) was recorded alongside, but is refused: none of the schedules above gives its bits",
+        "(`python tools/attention_fit.py DIR --backend cudnn` on a recording compares them; its LSE differs from",
+        "FA2's in the last bits even where O agrees), and its structure was not established by probes.",
         "",
         "## One output element, step by step",
         "",

@@ -31,10 +31,10 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
                 if "combine" in c and ns == 1:
                     continue
                 yield f"splits={ns} contract=" + (",".join(c) or "none"), \
-                    lambda q, k, v, causal, c=c: A.fa2_forward_draft(q, k, v, is_causal=causal, contract=c,
+                    lambda q, k, v, causal, c=c: A.fa2_forward(q, k, v, is_causal=causal, contract=c,
                                                                      num_splits=ns)
     elif backend == "efficient":
-        yield "cutlassF", lambda q, k, v, causal: A.memeff_forward_draft(q, k, v, is_causal=causal)
+        yield "cutlassF", lambda q, k, v, causal: A.memeff_forward(q, k, v, is_causal=causal)
     elif backend == "flex":
         mod = None
         if case.get("mod") == "relbias":
@@ -43,14 +43,14 @@ def variants(backend: str, case: dict, opts=("max", "sum", "lse", "combine")):
             def mod(qk, sc, qi, ki):        # qk·SM_SCALE + (q - kv): one FMA (LLVM contracts it)
                 return fma_f32_array(qk, np.broadcast_to(sc, qk.shape),
                                      np.broadcast_to((qi - ki).astype(np.float32), qk.shape))
-        yield "template", lambda q, k, v, causal: A.flex_attention_draft(q, k, v, is_causal=causal, score_mod=mod)
+        yield "template", lambda q, k, v, causal: A.flex_forward(q, k, v, is_causal=causal, score_mod=mod)
     elif backend == "cudnn":
         # a closed kernel (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128xD): only
         # asked whether one of the open schedules happens to give its bits
-        yield "as flash", lambda q, k, v, causal: A.fa2_forward_draft(q, k, v, is_causal=causal, num_splits=1)
-        yield "as efficient", lambda q, k, v, causal: A.memeff_forward_draft(q, k, v, is_causal=causal)
+        yield "as flash", lambda q, k, v, causal: A.fa2_forward(q, k, v, is_causal=causal, num_splits=1)
+        yield "as efficient", lambda q, k, v, causal: A.memeff_forward(q, k, v, is_causal=causal)
         for bm, bn in ((64, 128), (128, 128), (128, 64)):
-            yield f"as flex {bm}x{bn}", lambda q, k, v, causal, bm=bm, bn=bn: A.flex_attention_draft(
+            yield f"as flex {bm}x{bn}", lambda q, k, v, causal, bm=bm, bn=bn: A.flex_forward(
                 q, k, v, is_causal=causal, block_m=bm, block_n=bn)
     else:
         raise SystemExit(f"no draft for backend {backend!r}")

@@ -1,10 +1,13 @@
-"""Golden models of attention forward kernels on sm_90 (the attention issue) — in progress.
+"""Golden models of attention forward kernels on sm_90 (torch 2.11, Triton 3.6): bit for bit O and LSE.
 
-:func:`sdpa` is the public entry point. It refuses every call until a backend's schedule has been recorded
-on the H200 (``fixtures/attention``, ``gpu.record.attention``). A model that was not recorded must not return
-bits as if they were the hardware's.
+:func:`sdpa` (the ``flash`` and ``efficient`` backends of ``scaled_dot_product_attention``) and
+:func:`flex_attention` (FlexAttention under torch.compile, bf16 / f16 / e4m3) are the public entry points.
+Every backend in :data:`VERIFIED` replays its hardware recordings bit for bit (``fixtures/attention``, recorded
+by ``gpu.record.attention`` on an sm_90 H100; ``wgref verify --feature attention``); a backend, input type,
+head dim, scale or shape class the recordings did not establish is refused in one sentence (cuDNN among
+them: a closed kernel whose bits no modelled schedule gives, ``tools/attention_fit.py --backend cudnn``).
 
-:func:`fa2_forward_draft` is the schedule of the FlashAttention-2 kernels that torch's ``flash`` backend runs
+:func:`fa2_forward` is the schedule of the FlashAttention-2 kernels that torch's ``flash`` backend runs
 on sm_90: the source (Dao-AILab/flash-attention v2.7.4, built by PyTorch 2.11 with ``UNFUSE_FMA``, no fast math)
 and the sm_90 SASS of the 2.11.0 wheel's ``libtorch_cuda.so`` (native sm_90 cubins, no PTX), written with
 refmodel's recorded parts:
@@ -48,7 +51,7 @@ _MMA = {np.dtype(ml_dtypes.bfloat16): "wgmma.mma_async.sync.aligned.m64n8k16.f32
 _SDPA_TYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 _LOG2E = math.log2(math.e)
 BACKENDS = ("flash", "efficient", "cudnn")
-#: the backends whose schedule replays the H200's recordings bit for bit (fixtures/attention; "flex":
+#: the backends whose schedule replays the hardware's recordings bit for bit (fixtures/attention; "flex":
 #: FlexAttention)
 VERIFIED: frozenset = frozenset({"flash", "efficient", "flex"})
 #: the head dims the recordings cover
@@ -68,7 +71,7 @@ def _check_bhsd(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _refuse_unrecorded(what: str, backend: str, q, k, scale) -> None:
     """The configurations the recordings established (fixtures/attention): one sentence for any other."""
     if backend not in VERIFIED:
-        raise InputError(f"{what} was not reproduced bit for bit on the H200 yet: wgref does not model it "
+        raise InputError(f"{what} was not reproduced bit for bit on the hardware: wgref does not model it "
                          "(gpu.record.attention records it)")
     D = q.shape[-1]
     if D not in RECORDED_HEAD_DIMS:
@@ -83,8 +86,8 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
          sms: int = 132):
     """``torch.nn.functional.scaled_dot_product_attention``'s output (``return_lse``: and its LSE, natural log,
     (B, H, Sq) float32) for one backend on q, k, v (B, H, S, D) bf16 or f16, bit for bit as torch 2.11 on
-    sm_90.  ``flash``: the FA2 kernels (:func:`fa2_forward_draft` per head, split-KV as ATen picks it for
-    ``sms`` SMs: 132 on H100 SXM and H200); ``efficient``: :func:`memeff_forward_draft` (its LSE padded to a
+    sm_90.  ``flash``: the FA2 kernels (:func:`fa2_forward` per head, split-KV as ATen picks it for
+    ``sms`` SMs: 132 on H100 SXM and H200); ``efficient``: :func:`memeff_forward` (its LSE padded to a
     multiple of 32 rows with +inf, as torch returns it).  A backend, head dim or scale the recordings did not
     establish is refused in one sentence."""
     if backend not in BACKENDS:
@@ -96,11 +99,11 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
     if backend == "flash":
         ns = fa2_num_splits(B, H, Sq, k.shape[2], D, sms)
         lse = np.zeros((B, H, Sq), np.float32)
-        run = lambda b, h: fa2_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,  # noqa: E731
-                                             num_splits=ns)
+        run = lambda b, h: fa2_forward(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,  # noqa: E731
+                                       num_splits=ns)
     elif backend == "efficient":        # the LSE as torch returns it: padded to a multiple of 32 with +inf
         lse = np.full((B, H, -(-Sq // 32) * 32), np.inf, np.float32)
-        run = lambda b, h: memeff_forward_draft(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale)  # noqa: E731
+        run = lambda b, h: memeff_forward(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale)  # noqa: E731
     else:
         raise InputError(f"the {backend} backend has no model")
     for b in range(B):
@@ -111,8 +114,8 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
 
 def flex_attention(q, k, v, *, causal: bool = False, code=None):
     """``torch.nn.attention.flex_attention.flex_attention(q, k, v, block_mask=..., return_lse=True)`` compiled
-    by torch.compile (torch 2.11, sm_90): ``(o, lse)`` for q, k, v (B, H, S, D) bf16 or f16, ``causal``: the
-    block mask of ``q_idx >= kv_idx``.  ``code``: Inductor's generated source of the call
+    by torch.compile (torch 2.11, sm_90): ``(o, lse)`` for q, k, v (B, H, S, D) bf16, f16 or e4m3 (o of the
+    same type), ``causal``: the block mask of ``q_idx >= kv_idx``.  ``code``: Inductor's generated source of the call
     (``run_and_get_code``), from which the configuration and any score_mod are read; without it, torch
     2.11's defaults on sm_90 and no score_mod.  What the recordings did not establish is refused."""
     q, k, v = _check_bhsd(q, k, v)
@@ -123,7 +126,7 @@ def flex_attention(q, k, v, *, causal: bool = False, code=None):
     lse = np.zeros((B, H, Sq), np.float32)
     for b in range(B):
         for h in range(H):
-            o[b, h], lse[b, h] = flex_attention_draft(q[b, h], k[b, h], v[b, h], is_causal=causal, **kw)
+            o[b, h], lse[b, h] = flex_forward(q[b, h], k[b, h], v[b, h], is_causal=causal, **kw)
     return o, lse
 
 
@@ -382,8 +385,8 @@ def _butterfly(e: np.ndarray, step: int) -> np.ndarray:
 FA2_CONTRACT = ("sum", "lse", "combine")
 
 
-def fa2_forward_draft(q, k, v, *, is_causal: bool = False, scale=None, contract=FA2_CONTRACT,
-                      num_splits: int = 1, trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
+def fa2_forward(q, k, v, *, is_causal: bool = False, scale=None, contract=FA2_CONTRACT,
+                num_splits: int = 1, trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """The FA2 schedule (module doc) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head:
     ``(o (Sq, D), lse (Sq,) float32)``; ``num_splits`` > 1: the split-KV kernel and its combine
     (:func:`fa2_num_splits` says what ATen picks).  ``trace``: every step of one output element."""
@@ -467,11 +470,11 @@ def _atomic_max(start: np.ndarray, partials: np.ndarray) -> np.ndarray:
     return np.fmax(start, np.fmax.reduce(live, axis=1)).astype(np.float32)
 
 
-def memeff_forward_draft(q, k, v, *, is_causal: bool = False, scale=None,
-                         trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
+def memeff_forward(q, k, v, *, is_causal: bool = False, scale=None,
+                   trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """The memory-efficient backend's forward (``fmha_cutlassF_bf16_aligned_64x{64,128}_rf_sm80``, read from
     torch 2.11's kernel_forward.h and its sm_90 SASS) on ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) of one batch
-    and head: ``(o, lse float32)``.  A draft: not checked against the hardware yet.
+    and head: ``(o, lse float32)``; bit for bit with the recordings (fixtures/attention/efficient.npz).
 
     Per 64-query block, key blocks ascending (causal: up to the block's last query): ``S`` a chain of
     ``mma.sync.m16n8k8`` fused dots; ``u = rn(rn(scale·S)·log2e)`` (causal mask between the two products);
@@ -611,16 +614,18 @@ def _causal(qi, ki):
     return qi >= ki
 
 
-def flex_attention_draft(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
-                         score_mod=None, is_divisible=None,
-                         trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
+def flex_forward(q, k, v, *, is_causal: bool = False, scale=None, block_m=None, block_n=None,
+                 score_mod=None, is_divisible=None,
+                 trace: "Trace | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """FlexAttention's forward template (torch 2.11; ``is_causal``: the block mask of ``q_idx >= kv_idx``) on
     ``q`` (Sq, D), ``k`` and ``v`` (Sk, D) bf16 or f16 of one batch and head, as read from the template
     (torch/_inductor/kernel/flex/templates) and from Triton 3.6's PTX and SASS of the same loop:
     ``(o, lse float32 natural log)``.  ``score_mod(qk, scale, q_idx, kv_idx)``: the unscaled float32 dot
     (rows, cols), SM_SCALE and the index grids -> the float32 scores (the identity is ``rn(qk·scale)``; a
     ``qk·scale ± x`` is one FMA, as LLVM contracts it).  ``is_divisible``: the template's IS_DIVISIBLE (default
-    Inductor's rule: Sq and Sk multiples of 128).  A draft: not checked against the hardware yet.
+    Inductor's rule: Sq and Sk multiples of 128).  e4m3 q, k, v: both dots are k32 e4m3 wgmma chains, P and the
+    output go through ``cvt.rn.satfinite.e4m3x2.f32``, 64 x 64 tiles (:data:`FLEX_FP8_DEFAULTS`).  Bit for bit
+    with the recordings (fixtures/attention/flex.npz).
 
     Per key block: ``s = rn(dot · SM_SCALE)`` (the dot a wgmma chain), or the score_mod; out-of-range
     (IS_DIVISIBLE False) and masked (a partial block of a mask) entries ``-inf``; ``t = rn(s·RCP_LN2)``; the
@@ -708,7 +713,7 @@ def _flex_kernel(code: str) -> str:
 
 
 def flex_config(code: str, head_dim: int, causal: bool) -> dict:
-    """The keyword arguments of :func:`flex_attention_draft` that Inductor's generated ``code`` of a
+    """The keyword arguments of :func:`flex_forward` that Inductor's generated ``code`` of a
     FlexAttention call fixes (BLOCK_M, BLOCK_N, SM_SCALE; the score_mod), after checking it is a template the
     recordings established: no PRESCALE_QK, the head dim, the block mask's 128 blocks (or none) and
     HAS_FULL_BLOCKS as ``causal`` implies."""

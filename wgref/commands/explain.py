@@ -99,7 +99,7 @@ def cmd_explain_attention(args) -> int:
     else:
         if args.q is None or args.k is None or args.v is None:
             raise InputError("give --q, --k and --v (.npy files of shape (S, D) or (B, H, S, D)), or --case doc")
-        typed = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}[args.dtype]
+        typed = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "e4m3": ml_dtypes.float8_e4m3fn}[args.dtype]
         q, k, v = (load_array(x, args.dtype) for x in (args.q, args.k, args.v))
         q, k, v = (x.view(typed) if x.dtype.kind == "u" else x for x in (q, k, v))
         batch_heads = q.shape[0] * q.shape[1] if q.ndim == 4 else 1
@@ -119,16 +119,17 @@ def cmd_explain_attention(args) -> int:
         if bh < 1:
             raise InputError(f"--batch-heads must be at least 1, got {bh}")
         ns = A.fa2_num_splits(bh, 1, q.shape[0], k.shape[0], q.shape[1])
-        A.fa2_forward_draft(q, k, v, is_causal=args.causal, num_splits=ns, trace=trace)
+        A.fa2_forward(q, k, v, is_causal=args.causal, num_splits=ns, trace=trace)
     elif args.backend == "efficient":
-        A.memeff_forward_draft(q, k, v, is_causal=args.causal, trace=trace)
+        A.memeff_forward(q, k, v, is_causal=args.causal, trace=trace)
     else:
-        A.flex_attention_draft(q, k, v, is_causal=args.causal, trace=trace)
+        A.flex_forward(q, k, v, is_causal=args.causal, trace=trace)
     verified = args.backend in A.VERIFIED
-    label = "" if verified else " (a draft schedule: not yet reproduced bit for bit on the H200)"
+    label = "" if verified else " (a draft schedule: not yet reproduced bit for bit on the hardware)"
     text = render_attention_trace(trace, backend=args.backend, shape=(q.shape[0], k.shape[0], q.shape[1]),
-                                  causal=args.causal, dtype=str(q.dtype).replace("bfloat16", "bf16")
-                                  .replace("float16", "f16"), label=label)
+                                  causal=args.causal, dtype={"bfloat16": "bf16", "float16": "f16",
+                                                             "float8_e4m3fn": "e4m3"}.get(str(q.dtype), str(q.dtype)),
+                                  label=label)
     return emit_text(args.output, text, f"{len(text.encode())} bytes")
 
 
@@ -142,8 +143,9 @@ def add_explain_attention_parser(sub) -> None:
     ex.add_argument("--q", default=None, help="q .npy, (S, D) or (B, H, S, D), bf16 or f16")
     ex.add_argument("--k", default=None, help="k .npy, like q")
     ex.add_argument("--v", default=None, help="v .npy, like q")
-    ex.add_argument("--dtype", default="bf16", choices=["bf16", "f16"], help="the type of inputs numpy saved as "
-                    "raw 16-bit words (it writes ml_dtypes' bfloat16 as |V2); default bf16")
+    ex.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "e4m3"], help="the type of inputs numpy "
+                    "saved as raw words (it writes ml_dtypes' types as |V2 or |V1); e4m3: FlexAttention only; "
+                    "default bf16")
     ex.add_argument("--batch", type=int, default=0, help="batch of a (B, H, S, D) input (default 0)")
     ex.add_argument("--head", type=int, default=0, help="head of a (B, H, S, D) input (default 0)")
     ex.add_argument("--batch-heads", type=int, default=None, help="flash: batch x heads of the whole call, on which "

@@ -1,6 +1,7 @@
-"""refmodel.golden.attention: the public sdpa refuses until a backend is recorded; the FA2 draft schedule is an
-attention (close to the float64 softmax), exact where the arithmetic is exact, and its open contraction choices
-are distinguishable (so recordings can decide them)."""
+"""refmodel.golden.attention: the public sdpa and flex_attention refuse what the recordings did not establish;
+the schedules are attentions (close to the float64 softmax), exact where the arithmetic is exact, and their
+open choices are distinguishable (so recordings decide them: tests/test_replay_attention.py); FP8's P and O
+rounding is the recorded cvt."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 
 from refmodel.errors import InputError
-from refmodel.golden.attention import fa2_forward_draft, sdpa
+from refmodel.golden import attention as A
+from refmodel.golden.attention import fa2_forward, sdpa
 
 BF16 = ml_dtypes.bfloat16
 
@@ -31,10 +33,22 @@ def _reference(q, k, v, causal):
     return (e / e.sum(1, keepdims=True)) @ V, (m + np.log(e.sum(1, keepdims=True)))[:, 0]
 
 
-def test_sdpa_refuses_until_recorded():
+def test_sdpa_refuses_what_was_not_recorded():
     q, k, v = (x[None, None] for x in _qkv(128, 64))
-    with pytest.raises(InputError, match="not reproduced bit for bit on the H200 yet"):
+    with pytest.raises(InputError, match="cudnn backend of scaled_dot_product_attention was not reproduced bit for "
+                                         "bit on the hardware"):
         sdpa(q, k, v, backend="cudnn")
+    with pytest.raises(InputError, match="must all be bfloat16 or all float16"):
+        sdpa(*(x.astype(ml_dtypes.float8_e4m3fn) for x in (q, k, v)))
+    q96, k96, v96 = (x[None, None] for x in _qkv(128, 96))
+    with pytest.raises(InputError, match=r"head dim 96 was not recorded .* \[64, 128\]"):
+        sdpa(q96, k96, v96)
+    with pytest.raises(InputError, match="Sq == Sk only, got Sq 64 and Sk 128"):
+        sdpa(q[:, :, :64], k, v)
+    with pytest.raises(InputError, match="default scale 1/sqrt"):
+        sdpa(q, k, v, scale=0.5)
+    assert sdpa(q, k, v, scale=0.125).shape == q.shape          # 1/sqrt(64) is the default
+    assert set(A.VERIFIED) == {"flash", "efficient", "flex"}
     with pytest.raises(InputError, match=r"must be \(B, H, S, D\) arrays"):
         sdpa(q[0, 0], k[0, 0], v[0, 0])
     with pytest.raises(InputError, match="backend must be one of"):
@@ -44,7 +58,7 @@ def test_sdpa_refuses_until_recorded():
 @pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (200, 64, False)])
 def test_the_draft_is_an_attention(S, D, causal):
     q, k, v = _qkv(S, D)
-    o, lse = fa2_forward_draft(q, k, v, is_causal=causal)
+    o, lse = fa2_forward(q, k, v, is_causal=causal)
     ref_o, ref_lse = _reference(q, k, v, causal)
     assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
     assert np.abs(lse - ref_lse).max() < 1e-5
@@ -52,26 +66,26 @@ def test_the_draft_is_an_attention(S, D, causal):
 
 def test_exact_where_the_arithmetic_is_exact():
     q, k, v = _qkv(200, 64, seed=1)
-    o, lse = fa2_forward_draft(q, k, v, is_causal=True)
+    o, lse = fa2_forward(q, k, v, is_causal=True)
     assert np.array_equal(o[0].view(np.uint16), v[0].view(np.uint16))    # row 0 sees key 0 only: p = 1, sum = 1
     with pytest.raises(InputError, match="head dim 96"):
-        fa2_forward_draft(*_qkv(64, 96))
+        fa2_forward(*_qkv(64, 96))
 
 
 def test_the_open_contractions_change_bits():
     q, k, v = _qkv(200, 128, seed=2)
-    base = fa2_forward_draft(q, k, v, is_causal=True)
+    base = fa2_forward(q, k, v, is_causal=True)
     for c in ("max", "sum", "lse"):
-        o, lse = fa2_forward_draft(q, k, v, is_causal=True, contract=(c,))
+        o, lse = fa2_forward(q, k, v, is_causal=True, contract=(c,))
         assert not (np.array_equal(o.view(np.uint16), base[0].view(np.uint16)) and np.array_equal(lse, base[1])), c
 
 
 @pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (256, 64, True)])
 def test_the_flex_draft_is_an_attention(S, D, causal):
-    from refmodel.golden.attention import flex_attention_draft
+    from refmodel.golden.attention import flex_forward
 
     q, k, v = _qkv(S, D, seed=3)
-    o, lse = flex_attention_draft(q, k, v, is_causal=causal)
+    o, lse = flex_forward(q, k, v, is_causal=causal)
     ref_o, ref_lse = _reference(q, k, v, causal)
     assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
     assert np.abs(lse - ref_lse).max() < 1e-5
@@ -79,11 +93,11 @@ def test_the_flex_draft_is_an_attention(S, D, causal):
 
 def test_flex_and_fa2_schedules_disagree_in_bits():
     """Two kernels, one attention: the drafts differ (exp2 forms, FMA placement, sum order, key-block order)."""
-    from refmodel.golden.attention import flex_attention_draft
+    from refmodel.golden.attention import flex_forward
 
     q, k, v = _qkv(200, 128, seed=4)
-    a, _ = flex_attention_draft(q, k, v, is_causal=True)
-    b, _ = fa2_forward_draft(q, k, v, is_causal=True)
+    a, _ = flex_forward(q, k, v, is_causal=True)
+    b, _ = fa2_forward(q, k, v, is_causal=True)
     assert np.mean(a.view(np.uint16) != b.view(np.uint16)) > 0.01
 
 
@@ -140,3 +154,34 @@ def test_flex_config_reads_and_refuses():
         flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 128, False)
     with pytest.raises(InputError, match="full blocks"):
         flex_config(_FLEX_CODE.replace("SCORE", _RELBIAS), 64, True)
+
+
+def test_fp8_rounding_is_the_recorded_cvt():
+    """Triton's f32 -> fp8e4nv (P before the PV dot, O at the store) is cvt.rn.satfinite.e4m3x2.f32, which
+    refmodel.numerics.cvt reproduces over all 2^32 inputs: finite overflow saturates to ±448, NaN is 0x7F
+    (ml_dtypes' cast, which overflows to NaN, would differ)."""
+    from refmodel.numerics.cvt import cvt
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(4096).astype(np.float32) * 10.0 ** rng.integers(-12, 6, 4096),
+                        np.array([np.nan, np.inf, -np.inf, 1e6, -1e6, 448, 464, 0.0, -0.0, 2.0 ** -10],
+                                 np.float32)]).astype(np.float32)
+    got = A._round(x, ml_dtypes.float8_e4m3fn).view(np.uint8)
+    want = (cvt("cvt.rn.satfinite.e4m3x2.f32", x, x) & 0xFF).astype(np.uint8)
+    assert np.array_equal(got, want)
+    assert got[-10:-6].tolist() == [0x7F, 0x7E, 0xFE, 0x7E]
+    assert not np.array_equal(got, x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+
+
+def test_flex_fp8_is_an_attention():
+    """e4m3 q, k, v through FlexAttention's FP8 template: an attention within FP8's precision (e4m3 P and O),
+    64 x 64 tiles by default."""
+    E4 = ml_dtypes.float8_e4m3fn
+    q, k, v = (x.astype(np.float32).astype(E4) for x in _qkv(200, 64, seed=4))
+    o, lse = A.flex_forward(q, k, v, is_causal=True)
+    assert o.dtype == np.dtype(E4)
+    ro, rl = _reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), True)
+    assert np.max(np.abs(o.astype(np.float64) - ro)) < 0.15 and np.max(np.abs(lse - rl)) < 1e-3
+    assert A.FLEX_FP8_DEFAULTS[64][:2] == (64, 64)
+    o2, _ = A.flex_forward(q, k, v, is_causal=True, block_m=128, block_n=128)
+    assert not np.array_equal(o.view(np.uint8), o2.view(np.uint8))   # the tile is part of the answer
