@@ -185,3 +185,20 @@ def test_flex_fp8_is_an_attention():
     assert A.FLEX_FP8_DEFAULTS[64][:2] == (64, 64)
     o2, _ = A.flex_forward(q, k, v, is_causal=True, block_m=128, block_n=128)
     assert not np.array_equal(o.view(np.uint8), o2.view(np.uint8))   # the tile is part of the answer
+
+
+def test_flex_decoding_is_refused():
+    """Fewer than 128 queries: Inductor compiles the flex_decoding template (recorded at Sq 1, 17, 64, 96 on the
+    H100: 2-warp mma.sync split-KV partials, then Inductor reductions), which is not modelled: refused, by the
+    shape and by the code."""
+    from refmodel.golden.attention import FLEX_DECODE_BELOW, flex_attention, flex_config
+
+    q, k, v = (x[None, None] for x in _qkv(FLEX_DECODE_BELOW - 1, 64))
+    with pytest.raises(InputError, match="fewer than 128 queries \\(got 127\\) runs Inductor's flex_decoding"):
+        flex_attention(q, k, v)
+    q, k, v = (x[None, None] for x in _qkv(FLEX_DECODE_BELOW, 64))
+    assert flex_attention(q, k, v)[0].shape == q.shape
+    code = _FLEX_CODE.replace("SCORE", "tmp0 = (qk)\n    post_mod_scores = tmp0").replace(
+        "    BLOCK_M : tl.constexpr = 128", "    SPLIT_KV : tl.constexpr = 66\n    BLOCK_M : tl.constexpr = 32")
+    with pytest.raises(InputError, match="flex_decoding template"):
+        flex_config(code, 64, False)

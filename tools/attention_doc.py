@@ -52,7 +52,9 @@ def _recorded() -> list[str]:
         kernels = sorted({_short_kernel(n) for ks in m["kernels"].values() for n in ks
                           if not n.startswith("triton_poi")})     # Inductor's pointwise kernels around it
         out.append(f"- **{m['backend']}** (B x H, S, head dim): " + "; ".join(shapes) + ". Kernels run: "
-                   + "; ".join(f"`{k}`" for k in kernels) + ".")
+                   + "; ".join(f"`{k}`" for k in kernels) + "."
+                   + (" Recorded but refused (not in the fixture): " + ", ".join(m["not_modelled"]) + "."
+                      if m.get("not_modelled") else ""))
     return out
 
 
@@ -94,7 +96,9 @@ def attention_page() -> str:
         "The recordings were made on an H100 (sm_90, 132 SMs: the H200's SM and SM count); a backend, input",
         "type, head dim (64 and 128 are recorded), scale (the default 1/sqrt(D)) or Sq != Sk that they did not",
         "cover is refused, as is FlexAttention code with a score_mod line, PRESCALE_QK or block sizes they did",
-        "not contain.",
+        "not contain, and FlexAttention with fewer than 128 queries: Inductor compiles that to its",
+        "`flex_decoding` template (split-KV partials in 2-warp `mma.sync` kernels, combined by Inductor",
+        "reductions), recorded below but not modelled.",
         "",
         "## What is recorded",
         "",

@@ -120,6 +120,9 @@ def flex_attention(q, k, v, *, causal: bool = False, code=None):
     2.11's defaults on sm_90 and no score_mod.  What the recordings did not establish is refused."""
     q, k, v = _check_bhsd(q, k, v)
     _refuse_unrecorded("FlexAttention", "flex", q, k, None)
+    if q.shape[2] < FLEX_DECODE_BELOW:
+        raise InputError(f"FlexAttention with fewer than {FLEX_DECODE_BELOW} queries (got {q.shape[2]}) runs "
+                         "Inductor's flex_decoding template, which wgref does not model")
     kw = {} if code is None else flex_config(code, q.shape[-1], causal)
     B, H, Sq, D = q.shape
     o = np.zeros(q.shape, q.dtype)
@@ -568,6 +571,9 @@ _RCP_LN2 = np.float32(1.44269504)                            # the template's RC
 
 
 SPARSE_BLOCK = 128                                           # create_block_mask's default BLOCK_SIZE
+#: Inductor compiles FlexAttention with fewer queries than this to its flex_decoding template instead (split-KV
+#: partials in 2-warp mma.sync kernels, then Inductor reductions combine them): recorded, not modelled
+FLEX_DECODE_BELOW = 128
 _LARGE_SPARSE_BLOCK = 1 << 30                                # the block mask of a call without one
 
 
@@ -723,6 +729,9 @@ def flex_config(code: str, head_dim: int, causal: bool) -> dict:
     missing = [n for n in need if n not in const]
     if missing:
         raise InputError(f"the code's template kernel sets no {', '.join(missing)}: not a FlexAttention forward")
+    if "SPLIT_KV" in const:
+        raise InputError("the code is Inductor's flex_decoding template (split-KV partials and a combine), which "
+                         "wgref does not model")
     if const["PRESCALE_QK"] != "False":
         raise InputError("PRESCALE_QK=True (Q pre-scaled by SM_SCALE·log2 e) was not recorded")
     if int(const["QK_HEAD_DIM"]) != head_dim:
