@@ -170,3 +170,22 @@ def test_the_backends_are_different_kernels():
     assert sum(_head0_mismatches("efficient", name, fa2)) > 0
     assert _head0_mismatches("flash", name, fa2) == (0, 0)
     assert sum(_head0_mismatches("flash", name, mem)) > 0
+
+
+def test_a_quick_replay_checks_the_large_cases_head0_words():
+    """full=False (CI's replay) models batch 0, head 0 of a large case with the whole call's B·H (FA2's split
+    choice: this 4 x 16 call runs unsplit, one head alone would take 2 splits) and compares its raw words; a
+    flipped recorded word is found, and a model that ignored the call's B·H would differ."""
+    meta, c, arrays, i = _recorded("flash", "b4h16_s256_d128_full")
+    assert RA._slow(c) and A.fa2_num_splits(4, 16, 256, 256, 128) == 1 and A.fa2_num_splits(1, 1, 256, 256, 128) == 2
+    sub_meta = {**meta, "cases": [c]}
+    sub = {"o_sha256": arrays["o_sha256"][i:i + 1], "lse_sha256": arrays["lse_sha256"][i:i + 1],
+           "o0": arrays[f"o{i}"], "lse0": arrays[f"lse{i}"]}
+    r = RA.replay_attention(sub_meta, sub, full=False)
+    assert r.mismatches == 0 and not r.complete and r.cases == 6 * (RA.ROWS * 128 + 256)
+    bad = dict(sub, o0=sub["o0"].copy())
+    bad["o0"][3, 2, 5] ^= 1
+    assert RA.replay_attention(sub_meta, bad, full=False).mismatches == 1
+    q, k, v = RA.attention_inputs(meta, c, 0)
+    alone, _ = A.sdpa(q[:1, :1], k[:1, :1], v[:1, :1], return_lse=True)
+    assert not np.array_equal(alone.view(np.uint16)[0, 0, :RA.ROWS], arrays[f"o{i}"][0])

@@ -38,11 +38,12 @@ def _recorded() -> list[str]:
                    f"{p['device']} | {p['torch']} / {p['triton']} |")
     total = sum(e["cases"] for e in entries)
     fams = ", ".join(entries[0]["meta"]["families"])
-    out += ["", f"{total:,} recorded words in all. `wgref verify --feature attention` replays every one of them "
-            "(CI does, in `tests/test_fixtures.py`): inputs rebuilt from the seed, O and LSE compared word for "
-            "word on the first rows of head (0, 0) and by sha256 over the whole tensors; 0 mismatches is the "
-            f"pass condition. Input families: {fams} (random with narrow and wide exponent spread; NaN and "
-            "±Inf; cancelling products; all zero; subnormal).", ""]
+    out += ["", f"{total:,} recorded words in all. `wgref verify --feature attention` replays every one of them: "
+            "inputs rebuilt from the seed, O and LSE compared word for word on the first rows of head (0, 0) and "
+            "by sha256 over the whole tensors; 0 mismatches is the pass condition. CI (`tests/test_fixtures.py`, "
+            "like `wgref verify --quick`) replays every case too, the large ones (B·H·S²·D over 2^28) on head "
+            f"(0, 0)'s raw words only. Input families: {fams} (random with narrow and wide exponent spread; NaN "
+            "and ±Inf; cancelling products; all zero; subnormal).", ""]
     for e in entries:
         m = e["meta"]
         shapes = []

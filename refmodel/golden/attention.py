@@ -83,13 +83,14 @@ def _refuse_unrecorded(what: str, backend: str, q, k, scale) -> None:
 
 
 def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash", return_lse: bool = False,
-         sms: int = 132):
+         sms: int = 132, batch_heads: int | None = None):
     """``torch.nn.functional.scaled_dot_product_attention``'s output (``return_lse``: and its LSE, natural log,
     (B, H, Sq) float32) for one backend on q, k, v (B, H, S, D) bf16 or f16, bit for bit as torch 2.11 on
     sm_90.  ``flash``: the FA2 kernels (:func:`fa2_forward` per head, split-KV as ATen picks it for
     ``sms`` SMs: 132 on H100 SXM and H200); ``efficient``: :func:`memeff_forward` (its LSE padded to a
-    multiple of 32 rows with +inf, as torch returns it).  A backend, head dim or scale the recordings did not
-    establish is refused in one sentence."""
+    multiple of 32 rows with +inf, as torch returns it).  ``batch_heads``: the whole call's batch x heads when
+    ``q`` holds some of its heads (FA2's split choice depends on it; default B·H of ``q``).  A backend, head dim or
+    scale the recordings did not establish is refused in one sentence."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     q, k, v = _check_bhsd(q, k, v)
@@ -97,7 +98,9 @@ def sdpa(q, k, v, *, is_causal: bool = False, scale=None, backend: str = "flash"
     B, H, Sq, D = q.shape
     o = np.zeros(q.shape, q.dtype)
     if backend == "flash":
-        ns = fa2_num_splits(B, H, Sq, k.shape[2], D, sms)
+        if batch_heads is not None and (not isinstance(batch_heads, int) or batch_heads < B * H):
+            raise InputError(f"batch_heads must be an int of at least B x H = {B * H}, got {batch_heads!r}")
+        ns = fa2_num_splits(batch_heads or B * H, 1, Sq, k.shape[2], D, sms)
         lse = np.zeros((B, H, Sq), np.float32)
         run = lambda b, h: fa2_forward(q[b, h], k[b, h], v[b, h], is_causal=is_causal, scale=scale,  # noqa: E731
                                        num_splits=ns)
