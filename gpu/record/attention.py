@@ -56,7 +56,13 @@ CASES = (_SMALL
             dict(B=3, H=5, S=129, D=128, causal=True, dtype="bf16"),
             dict(B=1, H=4, S=1024, D=128, causal=True, dtype="bf16"),
             dict(B=2, H=8, S=768, D=64, causal=True, dtype="bf16"),
-            dict(B=1, H=2, S=96, D=64, causal=True, dtype="e4m3", only="flex")])
+            dict(B=1, H=2, S=96, D=64, causal=True, dtype="e4m3", only="flex")]
+         # more keys than queries (a prefill after a cache) and fewer, causal or not (Sk: the keys' length)
+         + [dict(B=2, H=2, S=200, Sk=333, D=64, causal=False, dtype="bf16"),
+            dict(B=2, H=2, S=200, Sk=333, D=64, causal=True, dtype="bf16"),
+            dict(B=1, H=2, S=128, Sk=1000, D=128, causal=True, dtype="bf16"),
+            dict(B=2, H=2, S=300, Sk=150, D=128, causal=True, dtype="bf16"),
+            dict(B=2, H=2, S=300, Sk=150, D=64, causal=False, dtype="f16")])
 CASE_INDEX = 8
 BACKENDS = ("flex", "flash", "efficient", "cudnn")
 #: outputs of more than this many (batch, head) pairs keep only the first RAW_HEADS heads of batch 0 raw, and the
@@ -70,7 +76,8 @@ MODELLED_DTYPES = {"flex": ("bf16", "f16", "e4m3"), "flash": ("bf16", "f16"), "e
 def case_name(i: int, fam: str) -> str:
     c = CASES[i]
     extra = ("" if c["dtype"] == "bf16" else "_" + c["dtype"]) + (f"_{c['mod']}" if c.get("mod") else "")
-    return f"b{c['B']}h{c['H']}_s{c['S']}_d{c['D']}_{'causal' if c['causal'] else 'full'}{extra}_{fam}"
+    sk = f"_k{c['Sk']}" if c.get("Sk", c["S"]) != c["S"] else ""
+    return f"b{c['B']}h{c['H']}_s{c['S']}{sk}_d{c['D']}_{'causal' if c['causal'] else 'full'}{extra}_{fam}"
 
 
 def qkv_codes(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -171,7 +178,8 @@ _TORCH_DTYPE = {"bf16": "bfloat16", "f16": "float16", "e4m3": "float8_e4m3fn"}
 
 def flex_code_key(c: dict) -> str:
     """The key of a case's FlexAttention generated source in the recording (one per shape, dtype, mask, mod)."""
-    return (f"{(c['B'], c['H'], c['S'], c['D'])}_{_TORCH_DTYPE[c['dtype']]}_{'causal' if c['causal'] else 'full'}"
+    sk = f"_k{c['Sk']}" if c.get("Sk", c["S"]) != c["S"] else ""
+    return (f"{(c['B'], c['H'], c['S'], c['D'])}{sk}_{_TORCH_DTYPE[c['dtype']]}_{'causal' if c['causal'] else 'full'}"
             + (f"_{c['mod']}" if c.get("mod") else ""))
 
 
@@ -191,7 +199,8 @@ def _flex(q, k, v, c, codes):
     B, H, S, D = q.shape
     bm = None
     if causal:
-        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
+        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=k.shape[2],
+                               device="cuda")
     name = flex_code_key(c)
     if name not in codes:
         before = _ptx_files()

@@ -30,7 +30,7 @@ QUICK_COST = 2 ** 28
 
 
 def _slow(c: dict[str, Any]) -> bool:
-    return c["B"] * c["H"] > 1 and c["B"] * c["H"] * c["S"] ** 2 * c["D"] > QUICK_COST
+    return c["B"] * c["H"] > 1 and c["B"] * c["H"] * c["S"] * c.get("Sk", c["S"]) * c["D"] > QUICK_COST
 
 
 def attention_codes(meta: dict[str, Any], case: dict[str, Any], j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -38,9 +38,10 @@ def attention_codes(meta: dict[str, Any], case: dict[str, Any], j: int) -> tuple
     refmodel.verify.seeded_mma.tensor_codes at index ``case_index · (F · case + j) + {0, 1, 2}``."""
     from .seeded_mma import tensor_codes
 
-    shape = (case["B"], case["H"], case["S"], case["D"])
+    sk = int(case.get("Sk", case["S"]))           # the keys' length (Sk), when it is not the queries'
+    shapes = [(case["B"], case["H"], case["S"], case["D"])] + [(case["B"], case["H"], sk, case["D"])] * 2
     base = int(meta["case_index"]) * (len(meta["families"]) * int(case["index"]) + j)
-    return tuple(tensor_codes(case["dtype"], meta["families"][j], int(meta["seed"]), base + t, shape)
+    return tuple(tensor_codes(case["dtype"], meta["families"][j], int(meta["seed"]), base + t, shapes[t])
                  for t in range(3))
 
 
