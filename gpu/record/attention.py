@@ -191,7 +191,7 @@ def _flex(q, k, v, c, codes):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     causal, mod = c["causal"], c.get("mod")
-    key = (tuple(q.shape), q.dtype, causal, mod)
+    key = (tuple(q.shape), tuple(k.shape), q.dtype, causal, mod)
     if key not in _FLEX:
         sm = _relbias if mod == "relbias" else None
         _FLEX[key] = torch.compile(lambda q, k, v, bm: flex_attention(q, k, v, score_mod=sm, block_mask=bm,
