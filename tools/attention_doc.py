@@ -49,7 +49,8 @@ def _recorded() -> list[str]:
         shapes = []
         for c in m["cases"]:
             extra = "".join(f", {x}" for x in (c["dtype"] if c["dtype"] != "bf16" else None, c.get("mod")) if x)
-            shapes.append(f"{c['B']}x{c['H']} S{c['S']} D{c['D']} {'causal' if c['causal'] else 'full'}{extra}")
+            sk = f" Sk{c['Sk']}" if c.get("Sk", c["S"]) != c["S"] else ""
+            shapes.append(f"{c['B']}x{c['H']} S{c['S']}{sk} D{c['D']} {'causal' if c['causal'] else 'full'}{extra}")
         kernels = sorted({_short_kernel(n) for ks in m["kernels"].values() for n in ks
                           if not n.startswith("triton_poi")})     # Inductor's pointwise kernels around it
         out.append(f"- **{m['backend']}** (B x H, S, head dim): " + "; ".join(shapes) + ". Kernels run: "
@@ -95,8 +96,9 @@ def attention_page() -> str:
         f"sentence. Reproduced bit for bit: **{verified}**. FlexAttention takes FP8 (e4m3) q, k, v too.",
         "",
         "The recordings were made on an H100 (sm_90, 132 SMs: the H200's SM and SM count); a backend, input",
-        "type, head dim (64 and 128 are recorded), scale (the default 1/sqrt(D)) or Sq != Sk that they did not",
-        "cover is refused, as is FlexAttention code with a score_mod line, PRESCALE_QK or block sizes they did",
+        "type, head dim (64 and 128 are recorded) or scale (the default 1/sqrt(D)) that they did not cover is",
+        "refused (Sk != Sq is recorded, with more keys than queries and fewer), as is FlexAttention code with a",
+        "score_mod line, PRESCALE_QK or block sizes they did",
         "not contain, and FlexAttention with fewer than 128 queries: Inductor compiles that to its",
         "`flex_decoding` template (split-KV partials in 2-warp `mma.sync` kernels, combined by Inductor",
         "reductions), recorded below but not modelled.",

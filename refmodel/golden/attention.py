@@ -76,8 +76,6 @@ def _refuse_unrecorded(what: str, backend: str, q, k, scale) -> None:
     D = q.shape[-1]
     if D not in RECORDED_HEAD_DIMS:
         raise InputError(f"head dim {D} was not recorded for {what} (recorded: {sorted(RECORDED_HEAD_DIMS)})")
-    if q.shape[-2] != k.shape[-2]:
-        raise InputError(f"{what} was recorded with Sq == Sk only, got Sq {q.shape[-2]} and Sk {k.shape[-2]}")
     if scale is not None and np.float32(scale) != np.float32(1.0 / math.sqrt(D)):
         raise InputError(f"{what} was recorded with the default scale 1/sqrt(D) only, got {scale!r}")
 
