@@ -189,3 +189,24 @@ def test_a_quick_replay_checks_the_large_cases_head0_words():
     q, k, v = RA.attention_inputs(meta, c, 0)
     alone, _ = A.sdpa(q[:1, :1], k[:1, :1], v[:1, :1], return_lse=True)
     assert not np.array_equal(alone.view(np.uint16)[0, 0, :RA.ROWS], arrays[f"o{i}"][0])
+
+
+def test_causal_with_fewer_keys_than_queries():
+    """300 queries, 150 keys, causal: the recorded flash kernel aligns the diagonal bottom-right (queries 0..149
+    see no key: O 0, LSE +inf), the efficient kernel top-left (query 0 sees key 0); both models give the
+    recorded words."""
+    name = "b2h2_s300_k150_d128_causal"
+    meta, c, arrays, i = _recorded("flash", name)
+    assert not arrays[f"o{i}"].any() and np.all(arrays[f"lse{i}"][:, :150] == np.float32(np.inf).view(np.uint32))
+    assert np.all(arrays[f"lse{i}"][0, 150:] != np.float32(np.inf).view(np.uint32))     # narrow: all finite
+
+    def sdpa(backend):                   # one head of the 2 x 2 call (efficient's LSE padded to 32 rows: cut)
+        def run(q, k, v, causal):
+            o, lse = A.sdpa(q[None, None], k[None, None], v[None, None], is_causal=causal, backend=backend,
+                            return_lse=True, batch_heads=4)
+            return o[0, 0], lse[0, 0, :q.shape[0]]
+        return run
+    assert _head0_mismatches("flash", name, sdpa("flash")) == (0, 0)
+    meta, c, arrays, i = _recorded("efficient", name)
+    assert arrays[f"o{i}"].any()
+    assert _head0_mismatches("efficient", name, sdpa("efficient")) == (0, 0)
