@@ -30,6 +30,8 @@ def _recorded() -> list[str]:
         return ["No attention call is recorded in `fixtures/attention` yet: `sdpa` and `flex_attention` refuse "
                 "every call. `python -m gpu.record.attention --out DIR` records them on the device; "
                 "`python -m gpu.record.attention --fixture DIR` turns a recording into fixtures."]
+    from refmodel.verify.replay_attention import QUICK_COST
+
     entries = json.loads(man.read_text())["entries"]
     out = ["| backend | cases x input families | O and LSE words | device | torch / Triton |", "|---|---|---|---|---|"]
     for e in entries:
@@ -41,8 +43,9 @@ def _recorded() -> list[str]:
     out += ["", f"{total:,} recorded words in all. `wgref verify --feature attention` replays every one of them: "
             "inputs rebuilt from the seed, O and LSE compared word for word on the first rows of head (0, 0) and "
             "by sha256 over the whole tensors; 0 mismatches is the pass condition. CI (`tests/test_fixtures.py`, "
-            "like `wgref verify --quick`) replays every case too, the large ones (B·H·S²·D over 2^28) on head "
-            f"(0, 0)'s raw words only. Input families: {fams} (random with narrow and wide exponent spread; NaN "
+            "like `wgref verify --quick`) replays every case too, those of several heads with B·H·Sq·Sk·D over "
+            f"2^{QUICK_COST.bit_length() - 1} on head (0, 0)'s raw words only. Input families: {fams} (random "
+            "with narrow and wide exponent spread; NaN "
             "and ±Inf; cancelling products; all zero; subnormal).", ""]
     for e in entries:
         m = e["meta"]
