@@ -54,10 +54,12 @@ def test_sdpa_refuses_what_was_not_recorded():
         sdpa(q, k, v, backend="math")
 
 
-@pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (200, 64, False)])
-def test_the_draft_is_an_attention(S, D, causal):
-    q, k, v = _qkv(S, D)
-    o, lse = fa2_forward(q, k, v, is_causal=causal)
+@pytest.mark.parametrize("model,S,D,causal,seed", [
+    ("fa2", 128, 64, False, 0), ("fa2", 200, 128, True, 0), ("fa2", 200, 64, False, 0),
+    ("flex", 128, 64, False, 3), ("flex", 200, 128, True, 3), ("flex", 256, 64, True, 3)])
+def test_each_schedule_is_an_attention(model, S, D, causal, seed):
+    q, k, v = _qkv(S, D, seed=seed)
+    o, lse = {"fa2": fa2_forward, "flex": A.flex_forward}[model](q, k, v, is_causal=causal)
     ref_o, ref_lse = _reference(q, k, v, causal)
     assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
     assert np.abs(lse - ref_lse).max() < 1e-5
@@ -79,19 +81,8 @@ def test_the_open_contractions_change_bits():
         assert not (np.array_equal(o.view(np.uint16), base[0].view(np.uint16)) and np.array_equal(lse, base[1])), c
 
 
-@pytest.mark.parametrize("S,D,causal", [(128, 64, False), (200, 128, True), (256, 64, True)])
-def test_the_flex_draft_is_an_attention(S, D, causal):
-    from refmodel.golden.attention import flex_forward
-
-    q, k, v = _qkv(S, D, seed=3)
-    o, lse = flex_forward(q, k, v, is_causal=causal)
-    ref_o, ref_lse = _reference(q, k, v, causal)
-    assert np.abs(o.astype(np.float64) - ref_o).max() < 0.02
-    assert np.abs(lse - ref_lse).max() < 1e-5
-
-
 def test_flex_and_fa2_schedules_disagree_in_bits():
-    """Two kernels, one attention: the drafts differ (exp2 forms, FMA placement, sum order, key-block order)."""
+    """Two kernels, one attention: the schedules differ (exp2 forms, FMA placement, sum order, key-block order)."""
     from refmodel.golden.attention import flex_forward
 
     q, k, v = _qkv(200, 128, seed=4)

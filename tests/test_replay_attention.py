@@ -116,8 +116,7 @@ def _head0_mismatches(backend, name, run, families=range(6)):
     for j in families:
         q, k, v = RA.attention_inputs(meta, c, j)
         o, lse = run(q[0, 0], k[0, 0], v[0, 0], c["causal"])
-        o = np.asarray(o)
-        ow = o.view(np.uint8 if o.dtype.itemsize == 1 else np.uint16)[:RA.ROWS]
+        ow = RA.o_words(o)[:RA.ROWS]
         bad_o += int(np.count_nonzero(ow != arrays[f"o{i}"][j]))
         bad_l += int(np.count_nonzero(np.asarray(lse, np.float32).view(np.uint32) != arrays[f"lse{i}"][j][:c["S"]]))
     return bad_o, bad_l

@@ -29,6 +29,12 @@ ROWS = 8
 QUICK_COST = 2 ** 24
 
 
+def o_words(o) -> np.ndarray:
+    """The words of an attention output as the recorder keeps them: uint16 (bf16, f16) or uint8 (e4m3)."""
+    o = np.asarray(o)
+    return np.ascontiguousarray(o.view(np.uint8 if o.dtype.itemsize == 1 else np.uint16))
+
+
 def _slow(c: dict[str, Any]) -> bool:
     return c["B"] * c["H"] > 1 and c["B"] * c["H"] * c["S"] * c.get("Sk", c["S"]) * c["D"] > QUICK_COST
 
@@ -104,8 +110,7 @@ def replay_attention(meta: dict[str, Any], arrays: dict[str, np.ndarray], *, ful
             if c["name"] in quick:
                 q, k, v = (x[:1, :1] for x in (q, k, v))
             o, lse = model(q, k, v, c, code)
-            o = np.asarray(o)
-            ow = np.ascontiguousarray(o.view(np.uint8 if o.dtype.itemsize == 1 else np.uint16))
+            ow = o_words(o)
             lw = np.ascontiguousarray(np.asarray(lse, np.float32).view(np.uint32), "<u4")
             label = f"{meta['backend']} {c['name']} {fam}"
             total.add(_count(ow[0, 0, :ROWS], arrays[f"o{i}"][j], f"{label} O", {}))
